@@ -1,0 +1,510 @@
+#include "informer/client/http_transport.h"
+
+#include <curl/curl.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "informer/api_error.h"
+
+namespace informer {
+namespace client {
+namespace {
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// What the header and write callbacks collect for one transfer.
+struct ResponseState {
+  int status = 0;
+  bool headers_done = false;
+  std::map<std::string, std::string> headers;
+  std::string body;
+  // Streams: callbacks record activity here (the reader thread only).
+  Clock* clock = nullptr;
+  absl::Time last_byte;
+};
+
+size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+  auto* st = static_cast<ResponseState*>(user);
+  absl::string_view line(data, size * n);
+  if (st->clock != nullptr) st->last_byte = st->clock->Now();
+  if (absl::StartsWith(line, "HTTP/")) {
+    // A new response (after 100 Continue or a redirect): start over.
+    st->headers.clear();
+    st->headers_done = false;
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(line, absl::MaxSplits(' ', 2));
+    int code = 0;
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &code)) {
+      st->status = code;
+    }
+    return size * n;
+  }
+  absl::string_view stripped = absl::StripAsciiWhitespace(line);
+  if (stripped.empty()) {
+    if (st->status >= 200) st->headers_done = true;
+    return size * n;
+  }
+  size_t colon = stripped.find(':');
+  if (colon != absl::string_view::npos) {
+    st->headers[absl::AsciiStrToLower(stripped.substr(0, colon))] =
+        std::string(absl::StripAsciiWhitespace(stripped.substr(colon + 1)));
+  }
+  return size * n;
+}
+
+size_t OnWrite(char* data, size_t size, size_t n, void* user) {
+  auto* st = static_cast<ResponseState*>(user);
+  st->body.append(data, size * n);
+  if (st->clock != nullptr) st->last_byte = st->clock->Now();
+  return size * n;
+}
+
+std::string Header(const ResponseState& st, const std::string& name) {
+  auto it = st.headers.find(name);
+  return it == st.headers.end() ? "" : it->second;
+}
+
+bool Is2xx(int code) { return code >= 200 && code < 300; }
+
+absl::Status TransferError(CURLcode rc, const char* errbuf,
+                           const HttpRequest& req) {
+  std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "request timed out: ", req.method, " ", req.path, ": ", detail));
+  }
+  return ConnectionError(req.method, req.path, detail);
+}
+
+}  // namespace
+
+// A CURLSH whose connection cache, DNS cache and TLS sessions are shared by
+// all unary requests (keep-alive across requests and threads).
+class HttpTransport::Share {
+ public:
+  Share() {
+    share_ = curl_share_init();
+    curl_share_setopt(share_, CURLSHOPT_LOCKFUNC, &Share::Lock);
+    curl_share_setopt(share_, CURLSHOPT_UNLOCKFUNC, &Share::Unlock);
+    curl_share_setopt(share_, CURLSHOPT_USERDATA, this);
+    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+  }
+  ~Share() { curl_share_cleanup(share_); }
+  CURLSH* get() const { return share_; }
+  std::atomic<int> connections{0};
+
+ private:
+  // libcurl's lock protocol is callback based, so the analysis cannot
+  // follow it.
+  static void Lock(CURL*, curl_lock_data data, curl_lock_access,
+                   void* user) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    static_cast<Share*>(user)->mu_[data % kLocks].Lock();
+  }
+  static void Unlock(CURL*, curl_lock_data data,
+                     void* user) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    static_cast<Share*>(user)->mu_[data % kLocks].Unlock();
+  }
+  static constexpr int kLocks = CURL_LOCK_DATA_LAST;
+  absl::Mutex mu_[kLocks];
+  CURLSH* share_;
+};
+
+absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
+    const RestConfig& config, std::unique_ptr<CredentialProvider> creds,
+    Clock* clock, TransportOptions options) {
+  GlobalInit();
+  std::unique_ptr<HttpTransport> t(
+      new HttpTransport(config, std::move(creds), clock, options));
+  CURLU* url = curl_url();
+  std::string server = config.server;
+  if (!absl::StrContains(server, "://")) server = "https://" + server;
+  if (curl_url_set(url, CURLUPART_URL, server.c_str(), 0) != CURLUE_OK) {
+    curl_url_cleanup(url);
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid server URL \"", config.server, "\""));
+  }
+  auto part = [url](CURLUPart p, unsigned flags) {
+    char* v = nullptr;
+    std::string out;
+    if (curl_url_get(url, p, &v, flags) == CURLUE_OK && v != nullptr) out = v;
+    curl_free(v);
+    return out;
+  };
+  std::string scheme = part(CURLUPART_SCHEME, 0);
+  std::string host = part(CURLUPART_HOST, 0);
+  std::string port = part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
+  std::string path = part(CURLUPART_PATH, 0);
+  curl_url_cleanup(url);
+  if (scheme != "http" && scheme != "https") {
+    return absl::InvalidArgumentError(absl::StrCat("server URL \"",
+                                                   config.server,
+                                                   "\": scheme must be https "
+                                                   "or http"));
+  }
+  while (absl::EndsWith(path, "/")) path.pop_back();
+  if (!config.tls_server_name.empty() && scheme == "https") {
+    // Verify the certificate against tls-server-name while connecting to
+    // the real address: the URL names the TLS name and CONNECT_TO maps it.
+    t->base_url_ =
+        absl::StrCat(scheme, "://", config.tls_server_name, ":", port, path);
+    t->connect_to_ =
+        absl::StrCat(config.tls_server_name, ":", port, ":", host, ":", port);
+    t->host_header_ = absl::StrCat("Host: ", host, ":", port);
+  } else {
+    t->base_url_ = absl::StrCat(scheme, "://", host, ":", port, path);
+  }
+  return t;
+}
+
+HttpTransport::HttpTransport(const RestConfig& config,
+                             std::unique_ptr<CredentialProvider> creds,
+                             Clock* clock, TransportOptions options)
+    : config_(config),
+      creds_(std::move(creds)),
+      clock_(clock),
+      options_(options),
+      share_(std::make_unique<Share>()) {}
+
+HttpTransport::~HttpTransport() = default;
+
+int HttpTransport::connections_opened() const {
+  return share_->connections.load();
+}
+
+void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
+                               bool streaming, curl_slist** headers) const {
+  CURL* h = curl_easy_init();
+  std::string url = base_url_ + req.path;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_USERAGENT,
+                   config_.user_agent.empty() ? kDefaultUserAgent
+                                              : config_.user_agent.c_str());
+  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // all built-in codings
+  curl_easy_setopt(
+      h, CURLOPT_HTTP_VERSION,
+      config_.http2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1);
+  curl_easy_setopt(
+      h, CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
+  if (!streaming && config_.request_timeout > absl::ZeroDuration()) {
+    curl_easy_setopt(
+        h, CURLOPT_TIMEOUT_MS,
+        static_cast<long>(absl::ToInt64Milliseconds(config_.request_timeout)));
+  }
+  if (!streaming) curl_easy_setopt(h, CURLOPT_SHARE, share_->get());
+
+  if (req.method == "GET") {
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+  } else {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    if (!req.body.empty() || req.method == "POST" || req.method == "PATCH" ||
+        req.method == "PUT") {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
+                       static_cast<long>(req.body.size()));
+      curl_easy_setopt(h, CURLOPT_COPYPOSTFIELDS, req.body.c_str());
+    }
+  }
+
+  // TLS.
+  if (config_.insecure_skip_tls_verify) {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+  } else {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+  }
+  if (!config_.ca_data.empty()) {
+    curl_blob blob{const_cast<char*>(config_.ca_data.data()),
+                   config_.ca_data.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+  } else if (!config_.ca_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_file.c_str());
+  }
+  if (!creds.client_cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(creds.client_cert_pem.data()),
+                   creds.client_cert_pem.size(), CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(creds.client_key_pem.data()),
+                  creds.client_key_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+  }
+  if (!config_.proxy_url.empty()) {
+    curl_easy_setopt(h, CURLOPT_PROXY, config_.proxy_url.c_str());
+  } else {
+    // Like client-go, honour $HTTPS_PROXY etc. (libcurl's default) only
+    // when no proxy-url is configured.
+  }
+
+  curl_slist* list = nullptr;
+  list = curl_slist_append(list, ("Accept: " + req.accept).c_str());
+  if (!req.content_type.empty()) {
+    list =
+        curl_slist_append(list, ("Content-Type: " + req.content_type).c_str());
+  }
+  if (!creds.bearer_token.empty()) {
+    list = curl_slist_append(
+        list, ("Authorization: Bearer " + creds.bearer_token).c_str());
+  } else if (!config_.username.empty()) {
+    curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    curl_easy_setopt(h, CURLOPT_USERNAME, config_.username.c_str());
+    curl_easy_setopt(h, CURLOPT_PASSWORD, config_.password.c_str());
+  }
+  // libcurl adds "Expect: 100-continue" to large bodies; the API server
+  // does not need the extra round trip.
+  list = curl_slist_append(list, "Expect:");
+  if (!host_header_.empty()) {
+    list = curl_slist_append(list, host_header_.c_str());
+  }
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+  *headers = list;
+  return h;
+}
+
+absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
+                                                   const Credentials& creds) {
+  curl_slist* headers = nullptr;
+  curl_slist* connect_to = nullptr;
+  CURL* h = NewHandle(req, creds, /*streaming=*/false, &headers);
+  if (!connect_to_.empty()) {
+    connect_to = curl_slist_append(nullptr, connect_to_.c_str());
+    curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to);
+  }
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  ResponseState st;
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &st);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnWrite);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
+  CURLcode rc = curl_easy_perform(h);
+  long code = 0;
+  long new_connections = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &new_connections);
+  share_->connections += static_cast<int>(new_connections);
+  curl_easy_cleanup(h);
+  curl_slist_free_all(headers);
+  curl_slist_free_all(connect_to);
+  if (rc != CURLE_OK) return TransferError(rc, errbuf, req);
+  HttpResponse resp;
+  resp.status = static_cast<int>(code);
+  resp.body = std::move(st.body);
+  resp.headers = std::move(st.headers);
+  return resp;
+}
+
+absl::StatusOr<HttpResponse> HttpTransport::Do(const HttpRequest& req) {
+  bool refreshed_credentials = false;
+  int retries = 0;
+  while (true) {
+    absl::StatusOr<Credentials> creds = creds_->Get();
+    if (!creds.ok()) return creds.status();
+    absl::StatusOr<HttpResponse> resp = DoOnce(req, *creds);
+    if (!resp.ok()) return resp.status();
+    if (Is2xx(resp->status)) return resp;
+    if (resp->status == 401 && !refreshed_credentials) {
+      // Expired token / rotated certificate: fetch fresh ones once.
+      creds_->Invalidate(*creds);
+      refreshed_credentials = true;
+      continue;
+    }
+    auto ra = resp->headers.find("retry-after");
+    std::string retry_after = ra == resp->headers.end() ? "" : ra->second;
+    absl::optional<absl::Duration> wait = ParseRetryAfter(retry_after);
+    if ((resp->status == 429 || resp->status == 503) && wait.has_value() &&
+        req.method == "GET" && retries < options_.max_get_retries &&
+        *wait <= options_.max_retry_wait) {
+      ++retries;
+      VLOG(1) << req.method << " " << req.path << ": " << resp->status
+              << ", retrying after " << *wait;
+      clock_->SleepUntil(clock_->Now() + *wait);
+      continue;
+    }
+    return StatusFromHttpResponse(resp->status, req.method, req.path,
+                                  resp->body, retry_after);
+  }
+}
+
+// A streaming transfer driven by the reader thread through a private multi
+// handle: Read() performs and polls; Stop() wakes the poll from any thread.
+class HttpTransport::CurlStream final : public HttpStream {
+ public:
+  CurlStream(HttpTransport* t, const HttpRequest& req, const Credentials& creds,
+             absl::Duration idle_timeout)
+      : req_(req), idle_timeout_(idle_timeout), clock_(t->clock_) {
+    easy_ = t->NewHandle(req, creds, /*streaming=*/true, &headers_);
+    if (!t->connect_to_.empty()) {
+      connect_to_ = curl_slist_append(nullptr, t->connect_to_.c_str());
+      curl_easy_setopt(easy_, CURLOPT_CONNECT_TO, connect_to_);
+    }
+    curl_easy_setopt(easy_, CURLOPT_ERRORBUFFER, errbuf_);
+    st_.clock = clock_;
+    st_.last_byte = clock_->Now();
+    curl_easy_setopt(easy_, CURLOPT_HEADERFUNCTION, &OnHeader);
+    curl_easy_setopt(easy_, CURLOPT_HEADERDATA, &st_);
+    curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, &OnWrite);
+    curl_easy_setopt(easy_, CURLOPT_WRITEDATA, &st_);
+    multi_ = curl_multi_init();
+    curl_multi_add_handle(multi_, easy_);
+  }
+
+  ~CurlStream() override {
+    curl_multi_remove_handle(multi_, easy_);
+    curl_easy_cleanup(easy_);
+    curl_multi_cleanup(multi_);
+    curl_slist_free_all(headers_);
+    curl_slist_free_all(connect_to_);
+  }
+
+  // Drives the transfer until the response headers are complete. Returns
+  // the HTTP status code via *code.
+  absl::Status AwaitHeaders(int* code) {
+    while (!st_.headers_done && !done_) {
+      absl::Status s = Pump();
+      if (!s.ok()) return s;
+    }
+    if (done_ && result_ != CURLE_OK) {
+      return TransferError(result_, errbuf_, req_);
+    }
+    *code = st_.status;
+    return absl::OkStatus();
+  }
+
+  // Reads the rest of the body (for error responses).
+  absl::StatusOr<std::string> ReadAll() {
+    while (!done_) {
+      absl::Status s = Pump();
+      if (!s.ok()) return s;
+    }
+    return std::move(st_.body);
+  }
+
+  std::string RetryAfterHeader() const { return Header(st_, "retry-after"); }
+
+  absl::Status Read(std::string* out) override {
+    while (true) {
+      if (stopped_.load()) return absl::CancelledError("watch stopped");
+      if (!st_.body.empty()) {
+        out->append(st_.body);
+        st_.body.clear();
+        return absl::OkStatus();
+      }
+      if (done_) {
+        if (result_ == CURLE_OK) {
+          return absl::OutOfRangeError("watch stream ended by the server");
+        }
+        return TransferError(result_, errbuf_, req_);
+      }
+      absl::Status s = Pump();
+      if (!s.ok()) return s;
+    }
+  }
+
+  void Stop() override {
+    stopped_.store(true);
+    curl_multi_wakeup(multi_);
+  }
+
+ private:
+  // One round of perform + poll. Returns non-OK for stop and idle timeout;
+  // progress (bytes, completion) shows in st_ / done_.
+  absl::Status Pump() {
+    if (stopped_.load()) return absl::CancelledError("watch stopped");
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    int queued = 0;
+    while (CURLMsg* m = curl_multi_info_read(multi_, &queued)) {
+      if (m->msg == CURLMSG_DONE) {
+        done_ = true;
+        result_ = m->data.result;
+      }
+    }
+    if (done_ || !st_.body.empty() || (st_.headers_done && !headers_seen_)) {
+      headers_seen_ = st_.headers_done;
+      return absl::OkStatus();
+    }
+    const absl::Duration remaining =
+        st_.last_byte + idle_timeout_ - clock_->Now();
+    if (remaining <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "watch ", req_.path, " received no data for ",
+          absl::FormatDuration(idle_timeout_), "; treating it as hung"));
+    }
+    // Wall-clock poll slices are capped so an injected clock that moves
+    // independently of real time is still re-checked regularly.
+    int timeout_ms = static_cast<int>(
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(remaining) + 1, 1, 1000));
+    curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
+    return absl::OkStatus();
+  }
+
+  const HttpRequest req_;
+  const absl::Duration idle_timeout_;
+  Clock* const clock_;
+  CURL* easy_ = nullptr;
+  CURLM* multi_ = nullptr;
+  curl_slist* headers_ = nullptr;
+  curl_slist* connect_to_ = nullptr;
+  char errbuf_[CURL_ERROR_SIZE] = {0};
+  std::atomic<bool> stopped_{false};
+  // Reader-thread state (callbacks run inside curl_multi_perform).
+  ResponseState st_;
+  bool headers_seen_ = false;
+  bool done_ = false;
+  CURLcode result_ = CURLE_OK;
+};
+
+absl::StatusOr<std::unique_ptr<HttpStream>> HttpTransport::Stream(
+    const HttpRequest& req, absl::Duration idle_timeout) {
+  bool refreshed_credentials = false;
+  int retries = 0;
+  while (true) {
+    absl::StatusOr<Credentials> creds = creds_->Get();
+    if (!creds.ok()) return creds.status();
+    auto stream = std::make_unique<CurlStream>(this, req, *creds, idle_timeout);
+    int code = 0;
+    absl::Status s = stream->AwaitHeaders(&code);
+    if (!s.ok()) return s;
+    if (Is2xx(code)) return std::unique_ptr<HttpStream>(std::move(stream));
+    absl::StatusOr<std::string> body = stream->ReadAll();
+    if (!body.ok()) return body.status();
+    if (code == 401 && !refreshed_credentials) {
+      creds_->Invalidate(*creds);
+      refreshed_credentials = true;
+      continue;
+    }
+    std::string retry_after = stream->RetryAfterHeader();
+    absl::optional<absl::Duration> wait = ParseRetryAfter(retry_after);
+    if ((code == 429 || code == 503) && wait.has_value() &&
+        retries < options_.max_get_retries &&
+        *wait <= options_.max_retry_wait) {
+      ++retries;
+      clock_->SleepUntil(clock_->Now() + *wait);
+      continue;
+    }
+    return StatusFromHttpResponse(code, req.method, req.path, *body,
+                                  retry_after);
+  }
+}
+
+}  // namespace client
+}  // namespace informer

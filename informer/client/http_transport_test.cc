@@ -1,0 +1,522 @@
+#include "informer/client/http_transport.h"
+
+#include <glog/logging.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "informer/api_error.h"
+#include "informer/client/credentials.h"
+#include "informer/client/exec_credential.h"
+#include "informer/client/test_server.h"
+
+namespace informer {
+namespace client {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestServer;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TempDir() {
+  const char* d = std::getenv("TEST_TMPDIR");
+  return d != nullptr ? d : "/tmp";
+}
+
+std::unique_ptr<HttpTransport> MakeTransport(
+    const RestConfig& rc, Clock* clock = RealClock(),
+    std::unique_ptr<CredentialProvider> creds = nullptr) {
+  if (creds == nullptr) {
+    creds = std::make_unique<StaticCredentialProvider>(
+        Credentials{rc.bearer_token, rc.client_cert_data, rc.client_key_data});
+  }
+  auto t = HttpTransport::Create(rc, std::move(creds), clock);
+  CHECK(t.ok()) << t.status();
+  return *std::move(t);
+}
+
+RestConfig Config(const std::string& server) {
+  RestConfig rc;
+  rc.server = server;
+  rc.request_timeout = absl::Seconds(30);
+  return rc;
+}
+
+TEST(HttpTransportTest, GetSendsHeadersAndReusesConnection) {
+  TestServer srv;
+  std::atomic<int> calls{0};
+  std::string user_agent, auth, accept, encoding;
+  absl::Mutex mu;
+  srv.server().Get(
+      "/api", [&](const httplib::Request& req, httplib::Response& res) {
+        absl::MutexLock lock(&mu);
+        user_agent = req.get_header_value("User-Agent");
+        auth = req.get_header_value("Authorization");
+        accept = req.get_header_value("Accept");
+        encoding = req.get_header_value("Accept-Encoding");
+        ++calls;
+        res.set_content(
+            ReadFile("testdata/kube-apiserver-v1.24/discovery-api.json"),
+            "application/json");
+      });
+  srv.Start();
+  RestConfig rc = Config(srv.url());
+  rc.bearer_token = "secret-token";
+  auto t = MakeTransport(rc);
+  for (int i = 0; i < 3; ++i) {
+    HttpRequest req;
+    req.path = "/api";
+    auto resp = t->Do(req);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_EQ(resp->status, 200);
+    EXPECT_THAT(resp->body, HasSubstr("APIVersions"));
+  }
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(calls.load(), 3);
+  EXPECT_EQ(user_agent, "informer-sidecar/0.1.0");
+  EXPECT_EQ(auth, "Bearer secret-token");
+  EXPECT_EQ(accept, "application/json");
+  EXPECT_THAT(encoding, HasSubstr("gzip"));
+  EXPECT_EQ(t->connections_opened(), 1);  // keep-alive
+}
+
+TEST(HttpTransportTest, ServerPathPrefixIsPrepended) {
+  TestServer srv;
+  srv.server().Get("/prefix/api/v1",
+                   [](const httplib::Request&, httplib::Response& res) {
+                     res.set_content("{}", "application/json");
+                   });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url() + "/prefix/"));
+  HttpRequest req;
+  req.path = "/api/v1";
+  EXPECT_TRUE(t->Do(req).ok());
+}
+
+TEST(HttpTransportTest, ErrorsReadLikeKubectl) {
+  TestServer srv;
+  srv.server().Get(
+      "/api/v1/namespaces/demo/configmaps/does-not-exist",
+      [](const httplib::Request&, httplib::Response& res) {
+        res.status = 404;
+        std::string body =
+            ReadFile("testdata/kube-apiserver-v1.24/error-404.txt");
+        res.set_content(body.substr(0, body.find('\n')), "application/json");
+      });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.path = "/api/v1/namespaces/demo/configmaps/does-not-exist";
+  auto resp = t->Do(req);
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(resp.status().message(),
+            "404 GET /api/v1/namespaces/demo/configmaps/does-not-exist: Error "
+            "from server (NotFound): configmaps \"does-not-exist\" not found");
+  EXPECT_EQ(HttpCode(resp.status()), 404);
+}
+
+TEST(HttpTransportTest, ConnectionRefusedIsUnavailable) {
+  int port;
+  {
+    TestServer srv;
+    srv.Start();
+    port = srv.port();
+  }
+  auto t = MakeTransport(Config(absl::StrCat("http://127.0.0.1:", port)));
+  HttpRequest req;
+  req.path = "/api";
+  auto resp = t->Do(req);
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(resp.status().message()), HasSubstr("GET /api"));
+}
+
+// A plugin that returns "tok-<run number>".
+std::string WriteCountingPlugin() {
+  std::string counter = TempDir() + "/http-plugin.count";
+  std::string path = TempDir() + "/http-plugin.sh";
+  std::remove(counter.c_str());
+  std::ofstream(path)
+      << "#!/bin/sh\nn=$(cat " << counter << " 2>/dev/null || echo 0)\n"
+      << "n=$((n+1))\necho $n > " << counter << "\n"
+      << "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+         "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"tok-'$n'\"}}'\n";
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST(HttpTransportTest, UnauthorizedReRunsExecPluginOnce) {
+  TestServer srv;
+  std::atomic<int> calls{0};
+  srv.server().Get("/api", [&](const httplib::Request& req,
+                               httplib::Response& res) {
+    ++calls;
+    if (req.get_header_value("Authorization") != "Bearer tok-2") {
+      res.status = 401;
+      res.set_content(
+          R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401})",
+          "application/json");
+      return;
+    }
+    res.set_content("{}", "application/json");
+  });
+  srv.Start();
+  FakeClock clock;
+  ExecConfig exec;
+  exec.api_version = "client.authentication.k8s.io/v1";
+  exec.command = WriteCountingPlugin();
+  RestConfig rc = Config(srv.url());
+  auto plugin = std::make_unique<ExecCredentialProvider>(exec, rc, &clock);
+  ExecCredentialProvider* plugin_ptr = plugin.get();
+  auto t = MakeTransport(rc, &clock, std::move(plugin));
+  HttpRequest req;
+  req.path = "/api";
+  auto resp = t->Do(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(plugin_ptr->runs(), 2);
+  EXPECT_EQ(calls.load(), 2);
+  // Cached afterwards: no further runs.
+  ASSERT_TRUE(t->Do(req).ok());
+  EXPECT_EQ(plugin_ptr->runs(), 2);
+}
+
+TEST(HttpTransportTest, PersistentUnauthorizedIsUnauthenticated) {
+  TestServer srv;
+  srv.server().Get("/api", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content(
+        ReadFile("testdata/kube-apiserver-v1.24/error-401.txt").substr(0, 129),
+        "application/json");
+  });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.path = "/api";
+  EXPECT_EQ(t->Do(req).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST(HttpTransportTest, TooManyRequestsGetWaitsRetryAfterOnClock) {
+  TestServer srv;
+  std::atomic<int> calls{0};
+  srv.server().Get(
+      "/api", [&](const httplib::Request&, httplib::Response& res) {
+        if (++calls == 1) {
+          res.status = 429;
+          res.set_header("Retry-After", "2");
+          res.set_content(R"({"kind":"Status","reason":"TooManyRequests",)"
+                          R"("message":"slow down","code":429})",
+                          "application/json");
+          return;
+        }
+        res.set_content("{}", "application/json");
+      });
+  srv.Start();
+  FakeClock clock;
+  auto t = MakeTransport(Config(srv.url()), &clock);
+  absl::StatusOr<HttpResponse> resp;
+  std::thread caller([&] {
+    HttpRequest req;
+    req.path = "/api";
+    resp = t->Do(req);
+  });
+  const absl::Time start = clock.Now();
+  EXPECT_EQ(clock.WaitForWaiters(1), start + absl::Seconds(2));
+  clock.Advance(absl::Seconds(2));
+  caller.join();
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(calls.load(), 2);
+}
+
+TEST(HttpTransportTest, TooManyRequestsPostSurfacesRetryAfter) {
+  TestServer srv;
+  srv.server().Post("/api/v1/namespaces/d/events",
+                    [&](const httplib::Request&, httplib::Response& res) {
+                      res.status = 429;
+                      res.set_header("Retry-After", "3");
+                      res.set_content("too many", "text/plain");
+                    });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.method = "POST";
+  req.path = "/api/v1/namespaces/d/events";
+  req.body = "{}";
+  req.content_type = "application/json";
+  auto resp = t->Do(req);
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(IsTooManyRequests(resp.status()));
+  EXPECT_EQ(RetryAfter(resp.status()), absl::Seconds(3));
+}
+
+TEST(HttpTransportTest, PostAndPatchSendBodyAndContentType) {
+  TestServer srv;
+  std::string got;
+  srv.server().Patch("/apis/x/v1/things/a", [&](const httplib::Request& req,
+                                                httplib::Response& res) {
+    got = req.get_header_value("Content-Type") + " " + req.body;
+    res.set_content("{\"ok\":true}", "application/json");
+  });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.method = "PATCH";
+  req.path = "/apis/x/v1/things/a";
+  req.content_type = "application/merge-patch+json";
+  req.body = R"({"metadata":{"labels":{"a":"b"}}})";
+  auto resp = t->Do(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(
+      got, R"(application/merge-patch+json {"metadata":{"labels":{"a":"b"}}})");
+}
+
+TEST(HttpTransportTest, GzipBodyIsDecoded) {
+  TestServer srv;
+  const std::string gz =
+      ReadFile("testdata/kube-apiserver-v1.24/pods-1000.list.json.gz");
+  srv.server().Get("/api/v1/pods", [&](const httplib::Request& req,
+                                       httplib::Response& res) {
+    if (!absl::StrContains(req.get_header_value("Accept-Encoding"), "gzip")) {
+      res.status = 406;
+      return;
+    }
+    res.set_header("Content-Encoding", "gzip");
+    // A type httplib does not compress again.
+    res.set_content(gz, "application/octet-stream");
+  });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.path = "/api/v1/pods";
+  auto resp = t->Do(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_GT(resp->body.size(), gz.size() * 5);
+  EXPECT_TRUE(absl::StartsWith(resp->body, "{\"kind\":\"PodList\""));
+}
+
+TEST(HttpTransportTest, BasicAuth) {
+  TestServer srv;
+  std::string auth;
+  srv.server().Get("/api",
+                   [&](const httplib::Request& req, httplib::Response& res) {
+                     auth = req.get_header_value("Authorization");
+                     res.set_content("{}", "application/json");
+                   });
+  srv.Start();
+  RestConfig rc = Config(srv.url());
+  rc.username = "admin";
+  rc.password = "pw";
+  auto t = MakeTransport(rc);
+  HttpRequest req;
+  req.path = "/api";
+  ASSERT_TRUE(t->Do(req).ok());
+  EXPECT_EQ(auth, "Basic " + absl::Base64Escape("admin:pw"));
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  TlsTest() : cert_(testing::MakeSelfSignedCert("test-apiserver")) {}
+  testing::TestCert cert_;
+};
+
+TEST_F(TlsTest, VerifiesAgainstCaDataAndRejectsUnknownCa) {
+  TestServer srv(cert_);
+  srv.server().Get("/api", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  srv.Start();
+  HttpRequest req;
+  req.path = "/api";
+  RestConfig rc = Config(srv.url());
+  rc.ca_data = cert_.cert_pem;
+  auto resp = MakeTransport(rc)->Do(req);
+  EXPECT_TRUE(resp.ok()) << resp.status();
+
+  RestConfig untrusted = Config(srv.url());
+  untrusted.ca_data = testing::MakeSelfSignedCert("other").cert_pem;
+  EXPECT_EQ(MakeTransport(untrusted)->Do(req).status().code(),
+            absl::StatusCode::kUnavailable);
+
+  RestConfig insecure = untrusted;
+  insecure.insecure_skip_tls_verify = true;
+  EXPECT_TRUE(MakeTransport(insecure)->Do(req).ok());
+}
+
+TEST_F(TlsTest, CaFileAndTlsServerName) {
+  TestServer srv(cert_);
+  srv.server().Get("/api", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  srv.Start();
+  std::string ca_file = TempDir() + "/ca.pem";
+  std::ofstream(ca_file) << cert_.cert_pem;
+  HttpRequest req;
+  req.path = "/api";
+  // The certificate names kubernetes.test; connect by IP, verify by name.
+  RestConfig rc = Config(srv.url());
+  rc.ca_file = ca_file;
+  rc.tls_server_name = "kubernetes.test";
+  auto resp = MakeTransport(rc)->Do(req);
+  EXPECT_TRUE(resp.ok()) << resp.status();
+  rc.tls_server_name = "wrong.test";
+  EXPECT_EQ(MakeTransport(rc)->Do(req).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(TlsTest, ClientCertificateFromMemory) {
+  testing::TestCert client = testing::MakeSelfSignedCert("alice");
+  TestServer srv(cert_, /*client_ca_pem=*/client.cert_pem);
+  srv.server().Get("/api", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  srv.Start();
+  HttpRequest req;
+  req.path = "/api";
+  RestConfig rc = Config(srv.url());
+  rc.ca_data = cert_.cert_pem;
+  EXPECT_FALSE(MakeTransport(rc)->Do(req).ok());  // no client certificate
+  rc.client_cert_data = client.cert_pem;
+  rc.client_key_data = client.key_pem;
+  auto resp = MakeTransport(rc)->Do(req);
+  EXPECT_TRUE(resp.ok()) << resp.status();
+}
+
+TEST(HttpTransportStreamTest, ChunkedBodyArrivesIncrementallyThenEnds) {
+  TestServer srv;
+  const std::string body =
+      ReadFile("testdata/kube-apiserver-v1.24/watch-configmaps.jsonl");
+  srv.server().Get("/api/v1/configmaps", [&](const httplib::Request&,
+                                             httplib::Response& res) {
+    res.set_chunked_content_provider(
+        "application/json", [&](size_t, httplib::DataSink& sink) {
+          // Odd-sized chunks that cut events anywhere.
+          for (size_t i = 0; i < body.size(); i += 97) {
+            std::string piece = body.substr(i, 97);
+            sink.write(piece.data(), piece.size());
+          }
+          sink.done();
+          return true;
+        });
+  });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.path = "/api/v1/configmaps";
+  auto stream = t->Stream(req, absl::Seconds(30));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::string got;
+  absl::Status s;
+  while ((s = (*stream)->Read(&got)).ok()) {
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+  EXPECT_EQ(got, body);
+}
+
+TEST(HttpTransportStreamTest, ErrorStatusIsReturnedFromStream) {
+  TestServer srv;
+  srv.server().Get("/api/v1/configmaps", [](const httplib::Request&,
+                                            httplib::Response& res) {
+    res.status = 422;
+    std::string body = ReadFile(
+        "testdata/kube-apiserver-v1.24/watchlist-unsupported-v1.24.txt");
+    res.set_content(body.substr(0, body.find('\n')), "application/json");
+  });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.path = "/api/v1/configmaps";
+  auto stream = t->Stream(req, absl::Seconds(30));
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Reason(stream.status()), "Invalid");
+}
+
+// Serves one line, then stalls until released (or the client goes away).
+class StallingServer {
+ public:
+  StallingServer() {
+    srv_.server().Get(
+        "/watch", [this](const httplib::Request&, httplib::Response& res) {
+          // Not a type httplib gzips: its compressor would hold the first line
+          // back (the API server does not compress watches either).
+          res.set_chunked_content_provider(
+              "application/octet-stream",
+              [this](size_t offset, httplib::DataSink& sink) {
+                if (offset == 0) {
+                  sink.write("{\"first\":1}\n", 12);
+                  return true;
+                }
+                // Stall: no bytes until the test ends.
+                release_.WaitForNotificationWithTimeout(absl::Seconds(30));
+                sink.done();
+                return true;
+              });
+        });
+    srv_.Start();
+  }
+  ~StallingServer() { release_.Notify(); }
+  std::string url() const { return srv_.url(); }
+
+ private:
+  absl::Notification release_;
+  TestServer srv_;
+};
+
+TEST(HttpTransportStreamTest, StalledStreamFailsAfterIdleTimeout) {
+  StallingServer srv;
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.path = "/watch";
+  auto stream = t->Stream(req, absl::Milliseconds(200));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::string got;
+  while (got.size() < 12) {
+    absl::Status first = (*stream)->Read(&got);
+    ASSERT_TRUE(first.ok()) << first;
+  }
+  EXPECT_EQ(got, "{\"first\":1}\n");
+  absl::Status s = (*stream)->Read(&got);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("hung"));
+}
+
+TEST(HttpTransportStreamTest, StopFromAnotherThreadUnblocksRead) {
+  StallingServer srv;
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.path = "/watch";
+  auto stream = t->Stream(req, absl::Minutes(10));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::Notification got_first;
+  absl::Status final_status;
+  std::thread reader([&] {
+    std::string got;
+    absl::Status s;
+    while ((s = (*stream)->Read(&got)).ok()) {
+      if (got.size() >= 12 && !got_first.HasBeenNotified()) got_first.Notify();
+    }
+    final_status = s;
+  });
+  got_first.WaitForNotification();
+  (*stream)->Stop();
+  reader.join();
+  EXPECT_EQ(final_status.code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace client
+}  // namespace informer

@@ -1,0 +1,153 @@
+#include "informer/client/resource_client.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "informer/client/watch_stream.h"
+
+namespace informer {
+namespace client {
+namespace {
+
+void AddParam(std::vector<std::string>* params, absl::string_view key,
+              absl::string_view value) {
+  if (value.empty()) return;
+  params->push_back(absl::StrCat(key, "=", QueryEscape(value)));
+}
+
+std::string WithQuery(std::string path, const std::vector<std::string>& p) {
+  if (p.empty()) return path;
+  return absl::StrCat(path, "?", absl::StrJoin(p, "&"));
+}
+
+}  // namespace
+
+std::string QueryEscape(absl::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' ||
+        c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+absl::string_view PatchContentType(PatchType type) {
+  switch (type) {
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kStrategicMerge:
+      return "application/strategic-merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
+  }
+  return "application/merge-patch+json";
+}
+
+ResourceClient::ResourceClient(HttpTransport* transport, ApiResource resource,
+                               std::string ns, ResourceClientOptions options)
+    : transport_(transport),
+      resource_(std::move(resource)),
+      namespace_(resource_.namespaced ? std::move(ns) : std::string()),
+      options_(std::move(options)) {}
+
+std::string ResourceClient::CollectionPath() const {
+  std::string path =
+      resource_.group.empty()
+          ? absl::StrCat("/api/", resource_.version)
+          : absl::StrCat("/apis/", resource_.group, "/", resource_.version);
+  if (!namespace_.empty()) {
+    absl::StrAppend(&path, "/namespaces/", QueryEscape(namespace_));
+  }
+  absl::StrAppend(&path, "/", resource_.resource);
+  return path;
+}
+
+std::string ResourceClient::ListPath(const ListOptions& o) const {
+  std::vector<std::string> p;
+  if (o.limit > 0) p.push_back(absl::StrCat("limit=", o.limit));
+  AddParam(&p, "continue", o.continue_token);
+  AddParam(&p, "resourceVersion", o.resource_version);
+  AddParam(&p, "resourceVersionMatch", o.resource_version_match);
+  AddParam(&p, "labelSelector", o.label_selector);
+  AddParam(&p, "fieldSelector", o.field_selector);
+  return WithQuery(CollectionPath(), p);
+}
+
+std::string ResourceClient::WatchPath(const WatchOptions& o) const {
+  std::vector<std::string> p = {"watch=1"};
+  AddParam(&p, "resourceVersion", o.resource_version);
+  AddParam(&p, "resourceVersionMatch", o.resource_version_match);
+  if (o.allow_watch_bookmarks) p.push_back("allowWatchBookmarks=true");
+  if (o.send_initial_events) p.push_back("sendInitialEvents=true");
+  if (o.timeout > absl::ZeroDuration()) {
+    p.push_back(
+        absl::StrCat("timeoutSeconds=", absl::ToInt64Seconds(o.timeout)));
+  }
+  AddParam(&p, "labelSelector", o.label_selector);
+  AddParam(&p, "fieldSelector", o.field_selector);
+  return WithQuery(CollectionPath(), p);
+}
+
+absl::StatusOr<ObjectList> ResourceClient::List(const ListOptions& options) {
+  HttpRequest req;
+  req.path = ListPath(options);
+  if (options_.metadata_only) req.accept = kAcceptMetadataList;
+  absl::StatusOr<HttpResponse> resp = transport_->Do(req);
+  if (!resp.ok()) return resp.status();
+  absl::StatusOr<ObjectList> list = DecodeList(resp->body, options_.transform);
+  if (!list.ok()) {
+    return absl::Status(
+        list.status().code(),
+        absl::StrCat("GET ", req.path, ": ", list.status().message()));
+  }
+  return list;
+}
+
+absl::StatusOr<std::unique_ptr<WatchStream>> ResourceClient::Watch(
+    const WatchOptions& options) {
+  HttpRequest req;
+  req.path = WatchPath(options);
+  if (options_.metadata_only) req.accept = kAcceptMetadata;
+  absl::StatusOr<std::unique_ptr<HttpStream>> body =
+      transport_->Stream(req, options_.watch_idle_timeout);
+  if (!body.ok()) return body.status();
+  return std::unique_ptr<WatchStream>(
+      new HttpWatchStream(*std::move(body), options_.transform, req.path));
+}
+
+absl::StatusOr<std::string> ResourceClient::Create(absl::string_view json) {
+  HttpRequest req;
+  req.method = "POST";
+  req.path = CollectionPath();
+  req.content_type = "application/json";
+  req.body = std::string(json);
+  absl::StatusOr<HttpResponse> resp = transport_->Do(req);
+  if (!resp.ok()) return resp.status();
+  return std::move(resp->body);
+}
+
+absl::StatusOr<std::string> ResourceClient::Patch(absl::string_view name,
+                                                  PatchType type,
+                                                  absl::string_view body) {
+  HttpRequest req;
+  req.method = "PATCH";
+  req.path = absl::StrCat(CollectionPath(), "/", QueryEscape(name));
+  req.content_type = std::string(PatchContentType(type));
+  req.body = std::string(body);
+  absl::StatusOr<HttpResponse> resp = transport_->Do(req);
+  if (!resp.ok()) return resp.status();
+  return std::move(resp->body);
+}
+
+}  // namespace client
+}  // namespace informer

@@ -1,0 +1,253 @@
+#include "informer/client/resource_client.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "informer/api_error.h"
+#include "informer/client/credentials.h"
+#include "informer/client/test_server.h"
+
+namespace informer {
+namespace client {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Recorded(const std::string& name) {
+  std::ifstream in("testdata/kube-apiserver-v1.24/" + name, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ApiResource ConfigMaps() {
+  ApiResource r;
+  r.version = "v1";
+  r.resource = "configmaps";
+  r.kind = "ConfigMap";
+  r.namespaced = true;
+  return r;
+}
+
+// Records the last request's target and Accept header.
+struct Seen {
+  absl::Mutex mu;
+  std::string target ABSL_GUARDED_BY(mu);
+  std::string accept ABSL_GUARDED_BY(mu);
+  void Record(const httplib::Request& req) {
+    absl::MutexLock lock(&mu);
+    target = req.target;
+    accept = req.get_header_value("Accept");
+  }
+};
+
+class ResourceClientTest : public ::testing::Test {
+ protected:
+  void StartAndConnect() {
+    srv_.Start();
+    RestConfig rc;
+    rc.server = srv_.url();
+    auto t = HttpTransport::Create(
+        rc, std::make_unique<StaticCredentialProvider>(Credentials()),
+        RealClock());
+    ASSERT_TRUE(t.ok());
+    transport_ = *std::move(t);
+  }
+  // Serves `body` as a chunked stream cut into `piece`-byte chunks.
+  void ServeStream(const std::string& path, std::string body, size_t piece) {
+    srv_.server().Get(path, [this, body, piece](const httplib::Request& req,
+                                                httplib::Response& res) {
+      seen_.Record(req);
+      res.set_chunked_content_provider(
+          "application/octet-stream",
+          [body, piece](size_t, httplib::DataSink& sink) {
+            for (size_t i = 0; i < body.size(); i += piece) {
+              std::string p = body.substr(i, piece);
+              sink.write(p.data(), p.size());
+            }
+            sink.done();
+            return true;
+          });
+    });
+  }
+
+  testing::TestServer srv_;
+  Seen seen_;
+  std::unique_ptr<HttpTransport> transport_;
+};
+
+TEST_F(ResourceClientTest, ListSendsEveryOptionAndDecodesPage) {
+  srv_.server().Get(
+      "/api/v1/namespaces/demo/configmaps",
+      [this](const httplib::Request& req, httplib::Response& res) {
+        seen_.Record(req);
+        res.set_content(Recorded("list-configmaps-limit2.json"),
+                        "application/json");
+      });
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  ListOptions o;
+  o.limit = 2;
+  o.continue_token = "tok=en";
+  o.resource_version = "0";
+  o.resource_version_match = "NotOlderThan";
+  o.label_selector = "app in (a,b)";
+  o.field_selector = "metadata.name!=x";
+  auto list = client.List(o);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->items.size(), 2u);
+  EXPECT_FALSE(list->continue_token.empty());
+  absl::MutexLock lock(&seen_.mu);
+  EXPECT_EQ(seen_.target,
+            "/api/v1/namespaces/demo/configmaps?limit=2&continue=tok%3Den&"
+            "resourceVersion=0&resourceVersionMatch=NotOlderThan&"
+            "labelSelector=app%20in%20%28a%2Cb%29&"
+            "fieldSelector=metadata.name%21%3Dx");
+  EXPECT_EQ(seen_.accept, "application/json");
+}
+
+TEST_F(ResourceClientTest, MetadataOnlyAsksForPartialObjectMetadata) {
+  srv_.server().Get(
+      "/apis/apps/v1/deployments",
+      [this](const httplib::Request& req, httplib::Response& res) {
+        seen_.Record(req);
+        res.set_content(Recorded("list-configmaps-metadata-only.json"),
+                        "application/json");
+      });
+  StartAndConnect();
+  ApiResource deployments;
+  deployments.group = "apps";
+  deployments.version = "v1";
+  deployments.resource = "deployments";
+  deployments.namespaced = true;
+  ResourceClientOptions opts;
+  opts.metadata_only = true;
+  ResourceClient client(transport_.get(), deployments, "", opts);
+  auto list = client.List(ListOptions());
+  ASSERT_TRUE(list.ok()) << list.status();
+  absl::MutexLock lock(&seen_.mu);
+  EXPECT_EQ(seen_.accept, kAcceptMetadataList);
+  EXPECT_EQ(seen_.target, "/apis/apps/v1/deployments");
+}
+
+TEST_F(ResourceClientTest, ExpiredContinueIsExpired) {
+  srv_.server().Get("/api/v1/configmaps", [](const httplib::Request&,
+                                             httplib::Response& res) {
+    res.status = 410;
+    std::string body = Recorded("list-expired-continue-410.txt");
+    res.set_content(body.substr(0, body.find('\n')), "application/json");
+  });
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "");
+  ListOptions o;
+  o.continue_token = "old";
+  auto list = client.List(o);
+  EXPECT_TRUE(IsExpired(list.status())) << list.status();
+}
+
+TEST_F(ResourceClientTest, WatchDecodesRecordedStreamThenEnds) {
+  ServeStream("/api/v1/namespaces/demo/configmaps",
+              Recorded("watch-configmaps.jsonl"), 61);
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  WatchOptions o;
+  o.resource_version = "158256";
+  o.timeout = absl::Seconds(6);
+  auto watch = client.Watch(o);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  std::vector<WatchEventType> types;
+  WatchEvent ev;
+  absl::Status s;
+  while ((s = (*watch)->Next(&ev)).ok()) types.push_back(ev.type);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+  EXPECT_EQ(types, (std::vector<WatchEventType>{
+                       WatchEventType::kAdded, WatchEventType::kModified,
+                       WatchEventType::kModified, WatchEventType::kDeleted,
+                       WatchEventType::kBookmark}));
+  absl::MutexLock lock(&seen_.mu);
+  EXPECT_EQ(seen_.target,
+            "/api/v1/namespaces/demo/configmaps?watch=1&resourceVersion=158256&"
+            "allowWatchBookmarks=true&timeoutSeconds=6");
+}
+
+TEST_F(ResourceClientTest, WatchErrorEventBecomesExpiredStatus) {
+  ServeStream("/api/v1/configmaps", Recorded("watch-too-old-rv-410.jsonl"),
+              1000);
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "");
+  WatchOptions o;
+  o.resource_version = "5";
+  o.send_initial_events = true;
+  auto watch = client.Watch(o);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  WatchEvent ev;
+  ASSERT_TRUE((*watch)->Next(&ev).ok());
+  ASSERT_EQ(ev.type, WatchEventType::kError);
+  absl::Status s = StatusFromApiStatus(ev.status, "GET", "/api/v1/configmaps");
+  EXPECT_TRUE(IsExpired(s)) << s;
+  absl::MutexLock lock(&seen_.mu);
+  EXPECT_THAT(seen_.target, HasSubstr("sendInitialEvents=true"));
+}
+
+TEST_F(ResourceClientTest, PartialLastLineIsDataLoss) {
+  std::string body = Recorded("watch-configmaps.jsonl");
+  body.resize(body.size() - 20);  // cut inside the BOOKMARK
+  ServeStream("/api/v1/configmaps", body, 100);
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "");
+  auto watch = client.Watch(WatchOptions());
+  ASSERT_TRUE(watch.ok());
+  WatchEvent ev;
+  int events = 0;
+  absl::Status s;
+  while ((s = (*watch)->Next(&ev)).ok()) ++events;
+  EXPECT_EQ(events, 4);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+}
+
+TEST_F(ResourceClientTest, CreateAndPatch) {
+  std::vector<std::string> got;
+  absl::Mutex mu;
+  auto record = [&](const httplib::Request& req, httplib::Response& res) {
+    absl::MutexLock lock(&mu);
+    got.push_back(req.method + " " + req.path + " " +
+                  req.get_header_value("Content-Type") + " " + req.body);
+    res.set_content("{\"kind\":\"Event\"}", "application/json");
+  };
+  srv_.server().Post("/api/v1/namespaces/demo/configmaps", record);
+  srv_.server().Patch("/api/v1/namespaces/demo/configmaps/cm-1", record);
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  auto created = client.Create("{\"a\":1}");
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(*created, "{\"kind\":\"Event\"}");
+  ASSERT_TRUE(
+      client.Patch("cm-1", PatchType::kStrategicMerge, "{\"b\":2}").ok());
+  ASSERT_TRUE(client.Patch("cm-1", PatchType::kMerge, "{\"c\":3}").ok());
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "POST /api/v1/namespaces/demo/configmaps "
+                     "application/json {\"a\":1}",
+                     "PATCH /api/v1/namespaces/demo/configmaps/cm-1 "
+                     "application/strategic-merge-patch+json {\"b\":2}",
+                     "PATCH /api/v1/namespaces/demo/configmaps/cm-1 "
+                     "application/merge-patch+json {\"c\":3}"}));
+}
+
+TEST(ResourceClientPathTest, ClusterScopedIgnoresNamespace) {
+  ApiResource nodes;
+  nodes.version = "v1";
+  nodes.resource = "nodes";
+  nodes.namespaced = false;
+  ResourceClient client(nullptr, nodes, "demo");
+  EXPECT_EQ(client.CollectionPath(), "/api/v1/nodes");
+}
+
+}  // namespace
+}  // namespace client
+}  // namespace informer

@@ -1,0 +1,57 @@
+#include "informer/client/watch_stream.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace informer {
+namespace client {
+
+HttpWatchStream::HttpWatchStream(std::unique_ptr<HttpStream> body,
+                                 TransformOptions transform, std::string path)
+    : body_(std::move(body)),
+      transform_(std::move(transform)),
+      path_(std::move(path)) {}
+
+absl::Status HttpWatchStream::Next(WatchEvent* event) {
+  std::string line;
+  while (true) {
+    if (stopped_.load()) return absl::CancelledError("watch stopped");
+    if (!final_.ok()) return final_;
+    if (splitter_.NextLine(&line)) {
+      absl::StatusOr<WatchEvent> decoded = DecodeWatchEvent(line, transform_);
+      if (!decoded.ok()) {
+        final_ = absl::Status(
+            decoded.status().code(),
+            absl::StrCat("watch ", path_, ": ", decoded.status().message()));
+        return final_;
+      }
+      *event = *std::move(decoded);
+      return absl::OkStatus();
+    }
+    chunk_.clear();
+    absl::Status s = body_->Read(&chunk_);
+    if (s.ok()) {
+      absl::Status appended = splitter_.Append(chunk_);
+      if (!appended.ok()) final_ = appended;
+      continue;
+    }
+    if (absl::IsOutOfRange(s)) {
+      absl::Status tail = splitter_.Finish();
+      if (!tail.ok()) {
+        final_ = absl::Status(
+            tail.code(), absl::StrCat("watch ", path_, ": ", tail.message()));
+        return final_;
+      }
+    }
+    final_ = s;
+  }
+}
+
+void HttpWatchStream::Stop() {
+  stopped_.store(true);
+  body_->Stop();
+}
+
+}  // namespace client
+}  // namespace informer

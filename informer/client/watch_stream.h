@@ -1,0 +1,54 @@
+#ifndef INFORMER_CLIENT_WATCH_STREAM_H_
+#define INFORMER_CLIENT_WATCH_STREAM_H_
+
+// informer::WatchStream over an HTTP response body: bytes from an
+// HttpStream are split into lines (LineSplitter) and each line decoded with
+// DecodeWatchEvent as soon as it is complete.
+//
+// Next() is called from one thread; Stop() from any thread, any number of
+// times, and makes a blocked Next() return Cancelled promptly.
+// Results of Next():
+//   OK          *event holds the next event (ERROR events included: the
+//               caller turns them into a status with StatusFromApiStatus).
+//   OutOfRange  the server ended the stream cleanly (timeoutSeconds).
+//   Cancelled   Stop() was called.
+//   DataLoss    the stream ended inside an event (partial last line).
+//   DeadlineExceeded  no byte for the idle timeout: a hung watch.
+//   other       the connection broke or a line did not decode.
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "informer/client/http_transport.h"
+#include "informer/client/line_splitter.h"
+#include "informer/lister_watcher.h"
+#include "informer/object.h"
+#include "informer/wire.h"
+
+namespace informer {
+namespace client {
+
+class HttpWatchStream final : public WatchStream {
+ public:
+  HttpWatchStream(std::unique_ptr<HttpStream> body, TransformOptions transform,
+                  std::string path);
+
+  absl::Status Next(WatchEvent* event) override;
+  void Stop() override;
+
+ private:
+  const std::unique_ptr<HttpStream> body_;
+  const TransformOptions transform_;
+  const std::string path_;  // for error messages
+  std::atomic<bool> stopped_{false};
+  LineSplitter splitter_;
+  absl::Status final_;  // sticky once the stream failed or ended
+  std::string chunk_;
+};
+
+}  // namespace client
+}  // namespace informer
+
+#endif  // INFORMER_CLIENT_WATCH_STREAM_H_

@@ -1,0 +1,316 @@
+#include "informer/reflector.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "informer/api_error.h"
+
+namespace informer {
+namespace {
+
+// Errors after which the watch can be re-opened from the same RV: the
+// server was briefly unreachable or asked us to slow down.
+bool RewatchWithoutRelist(const absl::Status& s) {
+  return IsTooManyRequests(s) || absl::IsUnavailable(s) ||
+         absl::IsDeadlineExceeded(s);
+}
+
+}  // namespace
+
+Reflector::Reflector(ListerWatcher* lw, DeltaFIFO* fifo, Clock* clock,
+                     Options options)
+    : lw_(lw),
+      fifo_(fifo),
+      clock_(clock),
+      options_(std::move(options)),
+      backoff_(options_.backoff_initial),
+      rng_(options_.random_seed != 0 ? options_.random_seed
+                                     : std::random_device{}()) {}
+
+Reflector::~Reflector() { Stop(); }
+
+void Reflector::Run() {
+  std::thread resync;
+  if (options_.resync_period > absl::ZeroDuration()) {
+    resync = std::thread([this] { ResyncLoop(); });
+  }
+  State state = State::kList;
+  while (state != State::kStopped) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) break;
+    }
+    state = state == State::kList ? DoList() : DoWatch();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+  }
+  if (resync.joinable()) resync.join();
+}
+
+void Reflector::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  if (current_watch_ != nullptr) current_watch_->Stop();
+}
+
+Reflector::State Reflector::DoList() {
+  std::string rv;
+  {
+    absl::MutexLock lock(&mu_);
+    // client-go's relistResourceVersion: "0" first (served from the watch
+    // cache), then the last synced RV, "" once that RV is unavailable.
+    rv = last_rv_unavailable_ ? "" : (listed_once_ ? last_sync_rv_ : "0");
+    if (rv.empty() && !listed_once_) rv = "0";
+    ++counters_.lists;
+    if (listed_once_) ++counters_.relists;
+  }
+  ListOptions opts;
+  opts.resource_version = rv;
+  opts.limit = options_.page_size;
+  std::vector<ObjectPtr> items;
+  std::string list_rv;
+  for (;;) {
+    absl::StatusOr<ObjectList> page = lw_->List(opts);
+    if (!page.ok()) {
+      ReportError(page.status());
+      if (IsExpired(page.status()) || IsTooLargeResourceVersion(page.status())) {
+        // A continue token or RV the server can no longer serve: restart as
+        // one full, consistent list.
+        absl::MutexLock lock(&mu_);
+        last_rv_unavailable_ = true;
+        ++counters_.expired;
+      }
+      return BackOff() ? State::kList : State::kStopped;
+    }
+    for (ObjectPtr& obj : page->items) {
+      if (options_.transform) {
+        absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
+        if (!t.ok()) {
+          ReportError(t.status());
+          continue;
+        }
+        obj = *std::move(t);
+      }
+      items.push_back(std::move(obj));
+    }
+    if (page->continue_token.empty()) {
+      list_rv = page->resource_version;
+      break;
+    }
+    // Later pages must come from the same snapshot: the continue token
+    // carries it, and the API server rejects an RV alongside it.
+    opts.continue_token = page->continue_token;
+    opts.resource_version.clear();
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return State::kStopped;
+  }
+  absl::Status st = fifo_->Replace(items, list_rv);
+  if (!st.ok()) {
+    ReportError(st);
+    return BackOff() ? State::kList : State::kStopped;
+  }
+  VLOG(1) << options_.name << ": listed " << items.size()
+          << " objects at resourceVersion " << list_rv;
+  {
+    absl::MutexLock lock(&mu_);
+    last_sync_rv_ = list_rv;
+    last_rv_unavailable_ = false;
+    listed_once_ = true;
+  }
+  if (options_.on_replaced) options_.on_replaced();
+  return State::kWatch;
+}
+
+Reflector::State Reflector::DoWatch() {
+  WatchOptions opts;
+  {
+    absl::MutexLock lock(&mu_);
+    opts.resource_version = last_sync_rv_;
+    std::uniform_real_distribution<double> jitter(1.0, 2.0);
+    opts.timeout = options_.min_watch_timeout * jitter(rng_);
+    ++counters_.watches;
+  }
+  opts.allow_watch_bookmarks = true;
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch = lw_->Watch(opts);
+  if (!watch.ok()) {
+    ReportError(watch.status());
+    const State next =
+        RewatchWithoutRelist(watch.status()) ? State::kWatch : State::kList;
+    if (IsExpired(watch.status())) return State::kList;
+    return BackOff() ? next : State::kStopped;
+  }
+  WatchStream* stream = watch->get();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return State::kStopped;
+    current_watch_ = stream;
+  }
+  const absl::Time started = clock_->Now();
+  int64_t events = 0;
+  absl::Status end;
+  State next = State::kWatch;
+  for (;;) {
+    WatchEvent ev;
+    end = stream->Next(&ev);
+    if (!end.ok()) break;
+    ++events;
+    absl::Status applied;
+    switch (ev.type) {
+      case WatchEventType::kAdded:
+      case WatchEventType::kModified:
+      case WatchEventType::kDeleted: {
+        ObjectPtr obj = ev.object;
+        if (options_.transform) {
+          absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
+          if (!t.ok()) {
+            ReportError(t.status());
+            break;
+          }
+          obj = *std::move(t);
+        }
+        if (ev.type == WatchEventType::kAdded) {
+          applied = fifo_->Add(std::move(obj));
+        } else if (ev.type == WatchEventType::kModified) {
+          applied = fifo_->Update(std::move(obj));
+        } else {
+          applied = fifo_->Delete(std::move(obj));
+        }
+        break;
+      }
+      case WatchEventType::kBookmark:
+        break;
+      case WatchEventType::kError:
+        end = StatusFromApiStatus(ev.status, "WATCH", options_.name);
+        break;
+    }
+    if (!end.ok()) break;
+    if (!applied.ok()) {
+      end = applied;
+      break;
+    }
+    absl::MutexLock lock(&mu_);
+    switch (ev.type) {
+      case WatchEventType::kAdded: ++counters_.events_added; break;
+      case WatchEventType::kModified: ++counters_.events_modified; break;
+      case WatchEventType::kDeleted: ++counters_.events_deleted; break;
+      case WatchEventType::kBookmark: ++counters_.bookmarks; break;
+      case WatchEventType::kError: break;
+    }
+    if (!ev.resource_version.empty()) last_sync_rv_ = ev.resource_version;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    current_watch_ = nullptr;
+    if (stopped_) return State::kStopped;
+  }
+  watch->reset();
+
+  if (absl::IsOutOfRange(end)) {
+    // A normal close (timeoutSeconds). One that ends at once without a
+    // single event is a server misbehaving: back off rather than spin.
+    if (events == 0 && clock_->Now() - started < absl::Seconds(1)) {
+      ReportError(absl::UnavailableError(
+          absl::StrCat(options_.name, ": very short watch: ended at once "
+                                      "without any event")));
+      return BackOff() ? State::kWatch : State::kStopped;
+    }
+    NoteSuccess();
+    return State::kWatch;
+  }
+  ReportError(end);
+  if (IsExpired(end)) {
+    // The RV fell out of the server's history: relist at the last RV
+    // (served from the watch cache); if that fails too, DoList asks for "".
+    absl::MutexLock lock(&mu_);
+    ++counters_.expired;
+    return State::kList;
+  }
+  if (IsTooLargeResourceVersion(end)) {
+    absl::MutexLock lock(&mu_);
+    last_rv_unavailable_ = true;
+    next = State::kList;
+  } else if (!RewatchWithoutRelist(end) && HttpCode(end) != 0) {
+    // The server said something other than "slow down": start over.
+    next = State::kList;
+  }
+  // A cut connection (no HTTP code) or 429/503: the RV is still a valid
+  // resume point, so re-watch without relisting.
+  return BackOff() ? next : State::kStopped;
+}
+
+void Reflector::ReportError(const absl::Status& status) {
+  LOG(WARNING) << options_.name << ": " << status;
+  {
+    absl::MutexLock lock(&mu_);
+    ++counters_.errors;
+    last_error_ = status;
+  }
+  if (options_.watch_error_handler) options_.watch_error_handler(status);
+}
+
+void Reflector::NoteSuccess() {
+  absl::MutexLock lock(&mu_);
+  if (clock_->Now() - last_failure_ >= options_.backoff_reset_after) {
+    backoff_ = options_.backoff_initial;
+  }
+}
+
+bool Reflector::BackOff() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  // client-go's exponential back-off manager: reset after a healthy spell.
+  if (now - last_failure_ >= options_.backoff_reset_after) {
+    backoff_ = options_.backoff_initial;
+  }
+  absl::Duration wait = backoff_;
+  if (options_.backoff_jitter > 0) {
+    std::uniform_real_distribution<double> u(0.0, options_.backoff_jitter);
+    wait += wait * u(rng_);
+  }
+  backoff_ = std::min(backoff_ * options_.backoff_factor, options_.backoff_max);
+  last_failure_ = now;
+  clock_->AwaitWithDeadline(
+      &mu_, absl::Condition(this, &Reflector::StoppedLocked), now + wait);
+  return !stopped_;
+}
+
+void Reflector::ResyncLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (clock_->AwaitWithDeadline(
+              &mu_, absl::Condition(this, &Reflector::StoppedLocked),
+              clock_->Now() + options_.resync_period)) {
+        return;
+      }
+    }
+    if (!options_.should_resync || options_.should_resync()) {
+      absl::Status st = fifo_->Resync();
+      if (!st.ok()) LOG(WARNING) << options_.name << ": resync: " << st;
+    }
+  }
+}
+
+std::string Reflector::LastSyncResourceVersion() const {
+  absl::MutexLock lock(&mu_);
+  return last_sync_rv_;
+}
+
+Reflector::Counters Reflector::GetCounters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+absl::Status Reflector::LastError() const {
+  absl::MutexLock lock(&mu_);
+  return last_error_;
+}
+
+}  // namespace informer
