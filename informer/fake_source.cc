@@ -197,6 +197,11 @@ void FakeSource::FailWatches(int n, absl::Status error) {
   watch_error_ = std::move(error);
 }
 
+void FakeSource::SetWatchListSupported(bool supported) {
+  absl::MutexLock lock(&mu_);
+  watch_list_supported_ = supported;
+}
+
 void FakeSource::SendBookmark() {
   absl::MutexLock lock(&mu_);
   WatchEvent event;
@@ -213,6 +218,11 @@ int64_t FakeSource::list_calls() const {
 int64_t FakeSource::watch_calls() const {
   absl::MutexLock lock(&mu_);
   return watch_calls_;
+}
+
+int64_t FakeSource::watch_list_calls() const {
+  absl::MutexLock lock(&mu_);
+  return watch_list_calls_;
 }
 
 int FakeSource::open_watches() const {
@@ -286,9 +296,27 @@ absl::StatusOr<std::unique_ptr<WatchStream>> FakeSource::Watch(
     const WatchOptions& options) {
   absl::MutexLock lock(&mu_);
   ++watch_calls_;
+  if (options.send_initial_events) ++watch_list_calls_;
   if (fail_watches_ > 0) {
     --fail_watches_;
     return watch_error_;
+  }
+  if (options.send_initial_events && watch_list_supported_) {
+    auto stream = std::make_unique<Stream>(this);
+    for (const auto& [key, obj] : objects_) {
+      WatchEvent ev;
+      ev.type = WatchEventType::kAdded;
+      ev.object = obj;
+      ev.resource_version = std::string(obj->resource_version());
+      stream->Push(std::move(ev));
+    }
+    WatchEvent end;
+    end.type = WatchEventType::kBookmark;
+    end.resource_version = absl::StrCat(rv_);
+    end.initial_events_end = true;
+    stream->Push(std::move(end));
+    streams_.push_back(stream.get());
+    return std::unique_ptr<WatchStream>(std::move(stream));
   }
   if (options.send_initial_events) {
     // What a v1.24 API server answers (422): callers fall back to list+watch.

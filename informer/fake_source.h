@@ -63,11 +63,16 @@ class FakeSource final : public ListerWatcher {
   // The next `n` List (or Watch) calls fail with `error`.
   void FailLists(int n, absl::Status error);
   void FailWatches(int n, absl::Status error);
+  // WatchList (sendInitialEvents) support: off by default, answering 422
+  // like a v1.24 API server.
+  void SetWatchListSupported(bool supported);
   // Sends a BOOKMARK at the current resourceVersion to every watcher.
   void SendBookmark();
 
   int64_t list_calls() const;
   int64_t watch_calls() const;
+  // Watch calls that asked for sendInitialEvents (WatchList).
+  int64_t watch_list_calls() const;
   int open_watches() const;
   // Blocks until at least `n` watches are open.
   void WaitForWatches(int n) const;
@@ -103,12 +108,14 @@ class FakeSource final : public ListerWatcher {
   std::map<std::string, ObjectPtr> objects_ ABSL_GUARDED_BY(mu_);
   std::deque<HistoryEntry> history_ ABSL_GUARDED_BY(mu_);
   std::vector<Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  bool watch_list_supported_ ABSL_GUARDED_BY(mu_) = false;
   int fail_lists_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status list_error_ ABSL_GUARDED_BY(mu_);
   int fail_watches_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status watch_error_ ABSL_GUARDED_BY(mu_);
   int64_t list_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t watch_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t watch_list_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace informer

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <map>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -45,7 +46,16 @@ void Reflector::Run() {
       absl::MutexLock lock(&mu_);
       if (stopped_) break;
     }
-    state = state == State::kList ? DoList() : DoWatch();
+    if (state == State::kList) {
+      bool watch_list = false;
+      {
+        absl::MutexLock lock(&mu_);
+        watch_list = options_.use_watch_list && !watch_list_unsupported_;
+      }
+      state = watch_list ? DoWatch(/*watch_list=*/true) : DoList();
+    } else {
+      state = DoWatch(/*watch_list=*/false);
+    }
   }
   {
     absl::MutexLock lock(&mu_);
@@ -128,7 +138,7 @@ Reflector::State Reflector::DoList() {
   return State::kWatch;
 }
 
-Reflector::State Reflector::DoWatch() {
+Reflector::State Reflector::DoWatch(bool watch_list) {
   WatchOptions opts;
   {
     absl::MutexLock lock(&mu_);
@@ -136,11 +146,38 @@ Reflector::State Reflector::DoWatch() {
     std::uniform_real_distribution<double> jitter(1.0, 2.0);
     opts.timeout = options_.min_watch_timeout * jitter(rng_);
     ++counters_.watches;
+    if (watch_list) {
+      ++counters_.lists;
+      if (listed_once_) ++counters_.relists;
+      if (last_rv_unavailable_) opts.resource_version.clear();
+    }
   }
   opts.allow_watch_bookmarks = true;
+  if (watch_list) {
+    // The initial state streamed as ADDED events, ended by a bookmark
+    // annotated k8s.io/initial-events-end: no big list response to buffer
+    // on either side. "" asks for a consistent (quorum) read.
+    opts.send_initial_events = true;
+    opts.resource_version_match = "NotOlderThan";
+  }
   absl::StatusOr<std::unique_ptr<WatchStream>> watch = lw_->Watch(opts);
   if (!watch.ok()) {
     ReportError(watch.status());
+    if (watch_list) {
+      // Like client-go, any failure falls back to list+watch for this
+      // round; a server that does not know WatchList (422 Invalid, as
+      // v1.24 answers) is never asked again.
+      if (HttpCode(watch.status()) == 422 ||
+          absl::IsInvalidArgument(watch.status())) {
+        LOG(INFO) << options_.name
+                  << ": the API server does not support WatchList; using "
+                     "list+watch";
+        absl::MutexLock lock(&mu_);
+        watch_list_unsupported_ = true;
+        return State::kList;
+      }
+      return BackOff() ? State::kList : State::kStopped;
+    }
     const State next =
         RewatchWithoutRelist(watch.status()) ? State::kWatch : State::kList;
     if (IsExpired(watch.status())) return State::kList;
@@ -156,6 +193,10 @@ Reflector::State Reflector::DoWatch() {
   int64_t events = 0;
   absl::Status end;
   State next = State::kWatch;
+  // WatchList: the initial state is collected here and swapped into the
+  // FIFO with one Replace when the initial-events-end bookmark arrives.
+  bool initial = watch_list;
+  std::map<std::string, ObjectPtr> initial_state;
   for (;;) {
     WatchEvent ev;
     end = stream->Next(&ev);
@@ -175,7 +216,14 @@ Reflector::State Reflector::DoWatch() {
           }
           obj = *std::move(t);
         }
-        if (ev.type == WatchEventType::kAdded) {
+        if (initial) {
+          if (ev.type == WatchEventType::kDeleted) {
+            initial_state.erase(obj->Key());
+          } else {
+            std::string key = obj->Key();
+            initial_state[std::move(key)] = std::move(obj);
+          }
+        } else if (ev.type == WatchEventType::kAdded) {
           applied = fifo_->Add(std::move(obj));
         } else if (ev.type == WatchEventType::kModified) {
           applied = fifo_->Update(std::move(obj));
@@ -185,6 +233,24 @@ Reflector::State Reflector::DoWatch() {
         break;
       }
       case WatchEventType::kBookmark:
+        if (initial && ev.initial_events_end) {
+          std::vector<ObjectPtr> items;
+          items.reserve(initial_state.size());
+          for (auto& [key, obj] : initial_state) items.push_back(std::move(obj));
+          initial_state.clear();
+          applied = fifo_->Replace(items, ev.resource_version);
+          initial = false;
+          if (applied.ok()) {
+            {
+              absl::MutexLock lock(&mu_);
+              listed_once_ = true;
+              last_rv_unavailable_ = false;
+            }
+            VLOG(1) << options_.name << ": streamed initial state of "
+                    << items.size() << " objects at resourceVersion "
+                    << ev.resource_version;
+          }
+        }
         break;
       case WatchEventType::kError:
         end = StatusFromApiStatus(ev.status, "WATCH", options_.name);
@@ -195,15 +261,25 @@ Reflector::State Reflector::DoWatch() {
       end = applied;
       break;
     }
-    absl::MutexLock lock(&mu_);
-    switch (ev.type) {
-      case WatchEventType::kAdded: ++counters_.events_added; break;
-      case WatchEventType::kModified: ++counters_.events_modified; break;
-      case WatchEventType::kDeleted: ++counters_.events_deleted; break;
-      case WatchEventType::kBookmark: ++counters_.bookmarks; break;
-      case WatchEventType::kError: break;
+    {
+      absl::MutexLock lock(&mu_);
+      switch (ev.type) {
+        case WatchEventType::kAdded: ++counters_.events_added; break;
+        case WatchEventType::kModified: ++counters_.events_modified; break;
+        case WatchEventType::kDeleted: ++counters_.events_deleted; break;
+        case WatchEventType::kBookmark: ++counters_.bookmarks; break;
+        case WatchEventType::kError: break;
+      }
+      // During a streamed initial state the RV is not a resume point until
+      // the end bookmark has been applied.
+      if (!initial && !ev.resource_version.empty()) {
+        last_sync_rv_ = ev.resource_version;
+      }
     }
-    if (!ev.resource_version.empty()) last_sync_rv_ = ev.resource_version;
+    if (ev.type == WatchEventType::kBookmark && ev.initial_events_end &&
+        options_.on_replaced) {
+      options_.on_replaced();
+    }
   }
   {
     absl::MutexLock lock(&mu_);
@@ -211,6 +287,21 @@ Reflector::State Reflector::DoWatch() {
     if (stopped_) return State::kStopped;
   }
   watch->reset();
+  if (initial) {
+    // The stream ended before the initial state was complete: nothing of
+    // it was applied, so start over with a (streamed or plain) list.
+    ReportError(end.ok() || absl::IsOutOfRange(end)
+                    ? absl::UnavailableError(absl::StrCat(
+                          options_.name,
+                          ": watch-list stream ended before the initial "
+                          "state was complete"))
+                    : end);
+    if (IsExpired(end)) {
+      absl::MutexLock lock(&mu_);
+      last_rv_unavailable_ = true;
+    }
+    return BackOff() ? State::kList : State::kStopped;
+  }
 
   if (absl::IsOutOfRange(end)) {
     // A normal close (timeoutSeconds). One that ends at once without a

@@ -24,7 +24,12 @@ namespace informer {
 // requires (client-go's tools/cache/reflector.go).
 //
 // The loop is an explicit state machine (after kube-rs's watcher):
-//   kList  -> list every page; success: Replace, go to kWatch.
+//   kList  -> list every page; success: Replace, go to kWatch. With
+//             use_watch_list, a WatchList request instead: the initial
+//             state is buffered until the initial-events-end bookmark, then
+//             swapped in with one Replace, and the same stream goes on as
+//             kStream. 422 -> plain lists from then on; other errors: back
+//             off, kList.
 //             410 while paging or "too large RV": next list uses RV "".
 //             other errors: back off, stay in kList.
 //   kWatch -> open a watch from the last synced RV.
@@ -67,6 +72,12 @@ class Reflector {
     std::function<absl::StatusOr<ObjectPtr>(ObjectPtr)> transform;
     // Called with every list/watch failure (client-go's WatchErrorHandler).
     std::function<void(const absl::Status&)> watch_error_handler;
+    // Stream the initial state (WatchList: sendInitialEvents=true,
+    // resourceVersionMatch=NotOlderThan) instead of a LIST, falling back to
+    // list+watch for good when the server answers that it does not support
+    // it (422, as v1.24 does). Saves the API server from materialising large
+    // list responses when many informers start at once.
+    bool use_watch_list = false;
     // Called after each successful list was handed to the FIFO's Replace.
     std::function<void()> on_replaced;
     uint64_t random_seed = 0;  // 0: seeded from the OS
@@ -102,7 +113,10 @@ class Reflector {
   enum class State { kList, kWatch, kStopped };
 
   State DoList();
-  State DoWatch();
+  // Opens a watch from the last synced RV and applies its events. With
+  // `watch_list`, it is a WatchList request whose streamed initial state
+  // replaces the FIFO's content before live events follow.
+  State DoWatch(bool watch_list);
   void ResyncLoop();
   // Waits out the back-off (or until Stop). Returns false when stopped.
   bool BackOff();
@@ -125,6 +139,7 @@ class Reflector {
   // the next list asks for "" (a quorum read).
   bool last_rv_unavailable_ ABSL_GUARDED_BY(mu_) = false;
   bool listed_once_ ABSL_GUARDED_BY(mu_) = false;
+  bool watch_list_unsupported_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time last_failure_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Counters counters_ ABSL_GUARDED_BY(mu_);

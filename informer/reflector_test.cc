@@ -202,5 +202,45 @@ TEST_F(ReflectorTest, ResyncCallsFifoResyncAtPeriodWhenAsked) {
   EXPECT_EQ(asked, 1);
 }
 
+TEST_F(ReflectorTest, WatchListStreamsInitialStateIntoOneReplace) {
+  source_.SetWatchListSupported(true);
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  Reflector::Options opts;
+  opts.use_watch_list = true;
+  StartReflector(opts);
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.list_calls(), 0);
+  EXPECT_EQ(fifo_.Len(), 2u);
+  EXPECT_TRUE(fifo_.HasSynced() == false);
+  EXPECT_EQ(PopOne(), "Replaced a");
+  EXPECT_EQ(PopOne(), "Replaced b");
+  EXPECT_TRUE(fifo_.HasSynced());
+  // The same stream goes on with live events.
+  ASSERT_TRUE(source_.Add("ns", "c").ok());
+  EXPECT_EQ(PopOne(), "Added c");
+  EXPECT_EQ(source_.watch_calls(), 1);
+  EXPECT_EQ(source_.watch_list_calls(), 1);
+}
+
+TEST_F(ReflectorTest, WatchListFallsBackToListWhenServerAnswers422) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  Reflector::Options opts;
+  opts.use_watch_list = true;
+  StartReflector(opts);
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.list_calls(), 1);
+  EXPECT_EQ(PopOne(), "Replaced a");
+  source_.WaitForWatches(1);
+  // A later relist does not try WatchList again.
+  source_.BreakWatches(absl::UnavailableError("cut"));
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  source_.CompactHistory();
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  WaitForReplaces(2);
+  EXPECT_EQ(source_.list_calls(), 2);
+  EXPECT_EQ(source_.watch_list_calls(), 1);  // the 422 is remembered
+}
+
 }  // namespace
 }  // namespace informer
