@@ -185,10 +185,12 @@ int main(int argc, char** argv) {
       case 0:
         (void)source.Delete("demo", name);
         break;
-      case 1:
-        (void)source.Add("demo", absl::StrCat("pod-", next++),
-                         {{"app", kApps[next % 3]}}, kNodes[next % 3]);
+      case 1: {
+        const int id = next++;
+        (void)source.Add("demo", absl::StrCat("pod-", id),
+                         {{"app", kApps[id % 3]}}, kNodes[id % 3]);
         break;
+      }
       default:
         (void)source.Modify("demo", name, {{"app", kApps[rng() % 3]}},
                             kNodes[rng() % 3]);

@@ -59,7 +59,6 @@ ProcessorListener::ProcessorListener(ResourceEventHandler* handler,
                                      Options options, Clock* clock)
     : handler_(handler),
       options_(options),
-      clock_(clock),
       compact_at_(std::max<size_t>(options.max_pending, 1)),
       next_resync_(clock->Now() + options.resync_period) {}
 

@@ -106,7 +106,6 @@ class ProcessorListener {
 
   ResourceEventHandler* const handler_;
   const Options options_;
-  Clock* const clock_;
 
   mutable absl::Mutex mu_;
   std::deque<Notification> pending_ ABSL_GUARDED_BY(mu_);

@@ -202,7 +202,10 @@ StoredObjectPtr Materialize(const ResourceInfo& r,
   obj->ns = std::string(StringMember(md, "namespace"));
   obj->name = std::string(StringMember(md, "name"));
   obj->uid = std::string(StringMember(md, "uid"));
-  absl::SimpleAtoi(StringMember(md, "resourceVersion"), &obj->rv);
+  // A stored object always carries the numeric RV this store assigned.
+  if (!absl::SimpleAtoi(StringMember(md, "resourceVersion"), &obj->rv)) {
+    obj->rv = 0;
+  }
   obj->creation_timestamp = std::string(StringMember(md, "creationTimestamp"));
   auto gen = md.FindMember("generation");
   if (gen != md.MemberEnd() && gen->value.IsInt64()) {

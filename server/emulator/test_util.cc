@@ -35,7 +35,10 @@ int CaptureCode(absl::string_view name) {
   size_t pos = text.rfind("HTTP ");
   int code = 0;
   if (pos != std::string::npos) {
-    absl::SimpleAtoi(absl::StripAsciiWhitespace(text.substr(pos + 5)), &code);
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text.substr(pos + 5)),
+                          &code)) {
+      code = 0;
+    }
   }
   return code;
 }

@@ -1,0 +1,257 @@
+// The informer against the real //server/emulator:kube_emulator binary as a
+// separate process, reached the way a user reaches a cluster: a kubeconfig
+// file (server URL and bearer token) loaded by informer/client. One fault
+// is armed through the emulator's HTTP control endpoints; the cache must
+// converge to the emulator's /_emulator/state.
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "informer/client/http_transport.h"
+#include "informer/client/kube_client.h"
+#include "informer/client/resource_client.h"
+#include "informer/clock.h"
+#include "informer/shared_informer.h"
+#include "integration_tests/test_harness.h"
+#include "rapidjson/document.h"
+
+extern char** environ;
+
+namespace integration {
+namespace {
+
+using ::informer::client::HttpRequest;
+using ::informer::client::HttpResponse;
+
+constexpr char kToken[] = "process-test-token";
+
+std::string TestEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+// A child process running kube_emulator; SIGTERM on destruction.
+class EmulatorProcess {
+ public:
+  ~EmulatorProcess() { Terminate(); }
+
+  // Starts the binary and reads the port it prints on stdout once serving
+  // (a blocking read on a pipe: no polling).
+  void Start(const std::vector<std::string>& flags) {
+    const std::string binary =
+        absl::StrCat(TestEnv("TEST_SRCDIR"), "/", TestEnv("TEST_WORKSPACE"),
+                     "/server/emulator/kube_emulator");
+    ASSERT_EQ(access(binary.c_str(), X_OK), 0) << binary;
+    int out[2];
+    ASSERT_EQ(pipe(out), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    posix_spawn_file_actions_addclose(&actions, out[1]);
+    std::vector<std::string> args = {binary};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr,
+                               argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    ASSERT_EQ(rc, 0);
+    std::string line;
+    char c;
+    while (read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+    close(out[0]);
+    ASSERT_TRUE(absl::SimpleAtoi(line, &port_)) << "port line: " << line;
+  }
+
+  // SIGTERM, then reap. Returns the exit status (-1 if not running).
+  int Terminate() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = 0;
+    return status;
+  }
+
+  int port() const { return port_; }
+
+ private:
+  pid_t pid_ = 0;
+  int port_ = 0;
+};
+
+class EmulatorProcessTest : public ::testing::Test {
+ protected:
+  ~EmulatorProcessTest() override {
+    if (informer_ != nullptr) informer_->Stop();
+    informer_.reset();
+    pump_.reset();
+    pods_.reset();
+    kube_.reset();
+  }
+
+  absl::StatusOr<HttpResponse> Do(const std::string& method,
+                                  const std::string& path,
+                                  const std::string& body = "") {
+    HttpRequest req;
+    req.method = method;
+    req.path = path;
+    req.body = body;
+    if (!body.empty()) req.content_type = "application/json";
+    return kube_->transport()->Do(req);
+  }
+
+  void Control(const std::string& op) {
+    absl::StatusOr<HttpResponse> r = Do("POST", "/_emulator/" + op);
+    ASSERT_TRUE(r.ok()) << op << ": " << r.status();
+  }
+
+  // The emulator's keys and resourceVersions of pods.
+  KeyRvMap State() {
+    absl::StatusOr<HttpResponse> r =
+        Do("GET", "/_emulator/state?resource=pods");
+    EXPECT_TRUE(r.ok()) << r.status();
+    KeyRvMap out;
+    if (!r.ok()) return out;
+    rapidjson::Document doc;
+    doc.Parse(r->body.data(), r->body.size());
+    EXPECT_FALSE(doc.HasParseError());
+    if (doc.HasParseError()) return out;
+    for (const auto& o : doc["objects"].GetArray()) {
+      out[o["key"].GetString()] = o["resourceVersion"].GetString();
+    }
+    return out;
+  }
+
+  void ExpectConverged() {
+    const KeyRvMap expected = State();
+    ASSERT_FALSE(expected.empty());
+    ASSERT_TRUE(handler_.AwaitView(expected))
+        << "last error: " << informer_->LastError();
+    ASSERT_TRUE(informer_->WaitForSync(absl::InfiniteDuration()));
+    KeyRvMap got;
+    for (const informer::ObjectPtr& o : informer_->GetIndexer().List()) {
+      got[o->Key()] = std::string(o->resource_version());
+    }
+    EXPECT_EQ(got, expected);
+    for (const auto& [uid, n] : handler_.AddsPerUid()) {
+      EXPECT_EQ(n, 1) << uid;
+    }
+  }
+
+  static std::string Pod(const std::string& name) {
+    return absl::StrCat(
+        R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")", name,
+        R"(","namespace":"benchpods"},"spec":{"containers":[{"name":"c",)",
+        R"("image":"busybox"}]}})");
+  }
+
+  EmulatorProcess process_;
+  informer::FakeClock clock_;
+  RecordingHandler handler_;
+  ErrorLog errors_;
+  std::unique_ptr<informer::client::KubeClient> kube_;
+  std::unique_ptr<informer::client::ResourceClient> pods_;
+  std::unique_ptr<ClockPump> pump_;
+  std::unique_ptr<informer::SharedIndexInformer> informer_;
+};
+
+TEST_F(EmulatorProcessTest, InformerThroughKubeconfigSurvivesAnExpiredWatch) {
+  const std::string tmp = TestEnv("TEST_TMPDIR");
+  ASSERT_NO_FATAL_FAILURE(process_.Start(
+      {"--port=0", absl::StrCat("--print_port_file=", tmp, "/port"),
+       "--seed_pods=40", absl::StrCat("--token=", kToken)}));
+
+  const std::string kubeconfig = tmp + "/kubeconfig";
+  {
+    std::ofstream f(kubeconfig);
+    f << "apiVersion: v1\nkind: Config\n"
+      << "clusters:\n- name: emu\n  cluster:\n    server: http://127.0.0.1:"
+      << process_.port() << "\n"
+      << "users:\n- name: tester\n  user:\n    token: " << kToken << "\n"
+      << "contexts:\n- name: emu\n  context:\n    cluster: emu\n"
+      << "    user: tester\n    namespace: benchpods\n"
+      << "current-context: emu\n";
+    ASSERT_TRUE(f.good());
+  }
+  informer::client::ConnectionFlags flags;
+  flags.kubeconfig = kubeconfig;
+  absl::StatusOr<informer::client::RestConfig> config =
+      informer::client::LoadRestConfig(flags);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->namespace_, "benchpods");
+  absl::StatusOr<std::unique_ptr<informer::client::KubeClient>> kube =
+      informer::client::KubeClient::Create(*config, &clock_);
+  ASSERT_TRUE(kube.ok()) << kube.status();
+  kube_ = *std::move(kube);
+  absl::StatusOr<std::unique_ptr<informer::client::ResourceClient>> pods =
+      kube_->ForResource("po", config->namespace_);
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  pods_ = *std::move(pods);
+
+  informer::SharedIndexInformer::Options options;
+  options.name = "process-pods";
+  options.reflector.page_size = 16;  // three pages
+  options.reflector.random_seed = 7;
+  informer_ = std::make_unique<informer::SharedIndexInformer>(pods_.get(),
+                                                              options, &clock_);
+  ASSERT_TRUE(informer_->AddEventHandler(&handler_).ok());
+  ASSERT_TRUE(informer_
+                  ->SetWatchErrorHandler(
+                      [this](const absl::Status& s) { errors_.Add(s); })
+                  .ok());
+  pump_ = std::make_unique<ClockPump>(&clock_);
+  ASSERT_TRUE(informer_->Start().ok());
+  ExpectConverged();
+  EXPECT_EQ(handler_.adds(), 40);
+
+  ASSERT_TRUE(
+      Do("GET", "/_emulator/watchers?resource=pods&min=1&timeout_ms=60000")
+          .ok());
+  ASSERT_TRUE(pods_->Create(Pod("live-1")).ok());
+  ExpectConverged();
+
+  // The fault, over HTTP: the next watch is told its RV expired; the
+  // current one is cut by the next event.
+  pump_->Pause();
+  Control("expire_watch?resource=pods");
+  Control("cut_watches?resource=pods");
+  ASSERT_TRUE(pods_->Create(Pod("cut-trigger")).ok());
+  clock_.WaitForWaiters(1);  // the reflector is in its back-off
+  ASSERT_TRUE(
+      Do("DELETE", "/api/v1/namespaces/benchpods/pods/pod-000007").ok());
+  pump_->Resume();
+  ExpectConverged();
+
+  bool tombstone = false;
+  for (const auto& d : handler_.Deletes()) {
+    if (d.key == "benchpods/pod-000007") tombstone = d.final_state_unknown;
+  }
+  EXPECT_TRUE(tombstone);
+  const auto c = informer_->GetReflectorCounters();
+  EXPECT_EQ(c.lists, 2);
+  EXPECT_EQ(c.relists, 1);
+
+  informer_->Stop();
+  const int status = process_.Terminate();
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace integration
