@@ -129,8 +129,10 @@ int RunAgainstCluster(const informer::client::RestConfig& config) {
 int main(int argc, char** argv) {
   informer::InitProgram(
       argc, argv,
-      "informer_demo: a shared informer over an in-process source that "
-      "changes every second. Flags: --pods, --duration, --tick, --v.");
+      "lists and watches a resource with a shared informer and prints every "
+      "notification: on the cluster of --kubeconfig / $KUBECONFIG / "
+      "in-cluster config / ~/.kube/config, else on an in-process demo "
+      "source that changes every second.");
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   if (!absl::GetFlag(FLAGS_demo)) {

@@ -4,6 +4,8 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "informer/logging_flags.h"
@@ -12,6 +14,16 @@ namespace informer {
 
 std::vector<char*> InitProgram(int argc, char** argv, const char* usage) {
   absl::SetProgramUsageMessage(usage);
+  // --help lists every flag of ours (the log settings live in
+  // informer/logging_flags.cc, not in the binary's main file), and none of
+  // the libraries' internals.
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view path) {
+    return absl::StartsWith(path, "informer/") ||
+           absl::StartsWith(path, "server/");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const internal::LogFlagValues flags = internal::ReadLogFlags();
   // These are glog's gflags variables (fLI::FLAGS_v and friends).

@@ -475,21 +475,32 @@ void Emulator::Handle(const httplib::Request& req, httplib::Response& res) {
   HandleWrite(route, verb, req, res);
 }
 
+namespace {
+// The labelSelector and fieldSelector query parameters shared by list and
+// watch; the error's message is what the API server's 400 says.
+absl::Status ParseSelectors(const ResourceInfo& r, const httplib::Request& req,
+                            LabelSelector* labels, FieldSelector* fields) {
+  absl::StatusOr<LabelSelector> l =
+      LabelSelector::Parse(req.get_param_value("labelSelector"));
+  if (!l.ok()) return l.status();
+  absl::StatusOr<FieldSelector> f = FieldSelector::Parse(
+      req.get_param_value("fieldSelector"), r.selectable_fields);
+  if (!f.ok()) return f.status();
+  *labels = *std::move(l);
+  *fields = *std::move(f);
+  return absl::OkStatus();
+}
+}  // namespace
+
 void Emulator::HandleList(const Route& route, const httplib::Request& req,
                           httplib::Response& res) {
   const ResourceInfo& r = *route.resource;
   ListRequest lr;
   lr.ns = route.ns;
-  absl::StatusOr<LabelSelector> labels =
-      LabelSelector::Parse(req.get_param_value("labelSelector"));
-  if (!labels.ok())
-    return ReplyStatus(res, BadRequestStatus(labels.status().message()));
-  lr.labels = *std::move(labels);
-  absl::StatusOr<FieldSelector> fields = FieldSelector::Parse(
-      req.get_param_value("fieldSelector"), r.selectable_fields);
-  if (!fields.ok())
-    return ReplyStatus(res, BadRequestStatus(fields.status().message()));
-  lr.fields = *std::move(fields);
+  if (absl::Status st = ParseSelectors(r, req, &lr.labels, &lr.fields);
+      !st.ok()) {
+    return ReplyStatus(res, BadRequestStatus(st.message()));
+  }
   std::string limit = req.get_param_value("limit");
   if (!limit.empty() && !absl::SimpleAtoi(limit, &lr.limit)) {
     return ReplyStatus(res, BadRequestStatus("invalid limit"));
@@ -553,16 +564,10 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
   const ResourceInfo& r = *route.resource;
   WatchRequest wr;
   wr.ns = route.ns;
-  absl::StatusOr<LabelSelector> labels =
-      LabelSelector::Parse(req.get_param_value("labelSelector"));
-  if (!labels.ok())
-    return ReplyStatus(res, BadRequestStatus(labels.status().message()));
-  wr.labels = *std::move(labels);
-  absl::StatusOr<FieldSelector> fields = FieldSelector::Parse(
-      req.get_param_value("fieldSelector"), r.selectable_fields);
-  if (!fields.ok())
-    return ReplyStatus(res, BadRequestStatus(fields.status().message()));
-  wr.fields = *std::move(fields);
+  if (absl::Status st = ParseSelectors(r, req, &wr.labels, &wr.fields);
+      !st.ok()) {
+    return ReplyStatus(res, BadRequestStatus(st.message()));
+  }
   wr.resource_version = req.get_param_value("resourceVersion");
   const std::string rv_match = req.get_param_value("resourceVersionMatch");
   const bool bookmarks = BoolParam(req, "allowWatchBookmarks");
