@@ -195,6 +195,16 @@ absl::Status ConnectionError(absl::string_view method, absl::string_view path,
       absl::StrCat("connection error: ", method, " ", path, ": ", detail));
 }
 
+absl::Status ConnectionRefusedError(absl::string_view server,
+                                    absl::string_view method,
+                                    absl::string_view path,
+                                    absl::string_view detail) {
+  return absl::UnavailableError(
+      absl::StrCat("The connection to the server ", server,
+                   " was refused - did you specify the right host or port? (",
+                   method, " ", path, ": ", detail, ")"));
+}
+
 int HttpCode(const absl::Status& status) {
   absl::optional<Payload> p = GetPayload(status);
   return p.has_value() ? p->code : 0;

@@ -67,6 +67,15 @@ absl::Status StatusFromApiStatus(
 absl::Status ConnectionError(absl::string_view method, absl::string_view path,
                              absl::string_view detail);
 
+// A refused TCP connection to the API server at `server` (host:port):
+// UNAVAILABLE, no HTTP code, worded like kubectl's
+//   The connection to the server 10.0.0.1:6443 was refused - did you
+//   specify the right host or port? (GET /api: <detail>)
+absl::Status ConnectionRefusedError(absl::string_view server,
+                                    absl::string_view method,
+                                    absl::string_view path,
+                                    absl::string_view detail);
+
 // The HTTP code attached to `status`, or 0 when none is.
 int HttpCode(const absl::Status& status);
 // The metav1.Status reason attached to `status` ("" when none).

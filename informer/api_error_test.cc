@@ -142,6 +142,31 @@ TEST(ConnectionErrorTest, IsUnavailableWithoutHttpCode) {
   EXPECT_TRUE(absl::StrContains(s.message(), "Connection refused"));
 }
 
+TEST(StatusFromHttpResponseTest, ForbiddenListReadsLikeKubectl) {
+  const std::string path = "/api/v1/namespaces/demo/configmaps?limit=500";
+  absl::Status s =
+      StatusFromHttpResponse(403, "GET", path, RecordedBody("error-403.txt"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(),
+            "403 GET " + path +
+                ": Error from server (Forbidden): configmaps is forbidden: "
+                "User \"nobody\" cannot list resource \"configmaps\" in API "
+                "group \"\" in the namespace \"demo\"");
+  EXPECT_EQ(Reason(s), "Forbidden");
+}
+
+TEST(ConnectionRefusedErrorTest, ReadsLikeKubectl) {
+  absl::Status s = ConnectionRefusedError(
+      "10.0.0.1:6443", "GET", "/api",
+      "Failed to connect to 10.0.0.1 port 6443: Connection refused");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HttpCode(s), 0);
+  EXPECT_EQ(s.message(),
+            "The connection to the server 10.0.0.1:6443 was refused - did you "
+            "specify the right host or port? (GET /api: Failed to connect to "
+            "10.0.0.1 port 6443: Connection refused)");
+}
+
 TEST(IsExpiredTest, RecognisesPayloadlessStatusFromFakes) {
   EXPECT_TRUE(IsExpired(absl::FailedPreconditionError("410: too old")));
   EXPECT_FALSE(IsExpired(absl::FailedPreconditionError("other")));

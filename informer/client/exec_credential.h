@@ -39,6 +39,11 @@ absl::StatusOr<ExecCredentialStatus> ParseExecCredential(
 // A cached answer is valid while clock->Now() < expirationTimestamp;
 // Invalidate() of the cached credentials (after a 401) forces a re-run.
 // `clock` must outlive the provider.
+//
+// A run that has not exited after cluster.exec_timeout (measured on
+// `clock`) is killed with its whole process group and Get() returns
+// DeadlineExceeded naming the command. A failing run's stderr (its last
+// 4 KiB) is included in the Unauthenticated error; stdin is /dev/null.
 class ExecCredentialProvider final : public CredentialProvider {
  public:
   ExecCredentialProvider(ExecConfig config, const RestConfig& cluster,
@@ -61,6 +66,7 @@ class ExecCredentialProvider final : public CredentialProvider {
   const bool insecure_;
   const std::string tls_server_name_;
   const std::string proxy_url_;
+  const absl::Duration run_timeout_;  // RestConfig::exec_timeout
   Clock* const clock_;
 
   mutable absl::Mutex mu_;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -148,6 +149,108 @@ TEST(ExecCredentialProviderTest, FailuresAreUnauthenticatedWithHint) {
   ExecCredentialProvider p3(wrong_api, RestConfig(), &clock);
   EXPECT_THAT(std::string(p3.Get().status().message()),
               HasSubstr("returned apiVersion"));
+}
+
+std::string WriteScript(const std::string& name, const std::string& body) {
+  std::string path = TempDir() + "/" + name;
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+ExecConfig ScriptConfig(const std::string& path) {
+  ExecConfig c;
+  c.api_version = "client.authentication.k8s.io/v1";
+  c.command = path;
+  return c;
+}
+
+TEST(ExecCredentialProviderTest, HungPluginIsKilledAfterTimeout) {
+  // The plugin (and the sleep it starts, which holds the output pipes too)
+  // would run for a minute; the provider kills it when the clock passes
+  // the timeout. The FIFO tells the test that the plugin has written its
+  // stderr (a blocking open, no polling).
+  const std::string fifo = TempDir() + "/hang.ready";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string path =
+      WriteScript("hang.sh",
+                  "echo 'waiting for the browser login' >&2\n"
+                  "echo ready > " +
+                      fifo + "\nsleep 60\n");
+  FakeClock clock;
+  RestConfig cluster;
+  cluster.exec_timeout = absl::Seconds(2);
+  ExecCredentialProvider p(ScriptConfig(path), cluster, &clock);
+  absl::StatusOr<Credentials> got;
+  const absl::Time start = clock.Now();
+  std::thread caller([&] { got = p.Get(); });
+  EXPECT_EQ(ReadAll(fifo), "ready\n");  // returns once the plugin wrote it
+  EXPECT_EQ(clock.WaitForWaiters(1), start + absl::Seconds(2));
+  clock.Advance(absl::Seconds(2));
+  caller.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded);
+  const std::string msg(got.status().message());
+  EXPECT_THAT(msg, HasSubstr("exec plugin " + path +
+                             " did not finish within 2s and was killed"));
+  EXPECT_THAT(msg, HasSubstr("; stderr: waiting for the browser login"));
+  EXPECT_EQ(p.runs(), 1);
+}
+
+TEST(ExecCredentialProviderTest, DefaultTimeoutIsThirtySeconds) {
+  EXPECT_EQ(RestConfig().exec_timeout, absl::Seconds(30));
+  const std::string path = WriteScript("hang-default.sh", "sleep 60\n");
+  FakeClock clock;
+  ExecCredentialProvider p(ScriptConfig(path), RestConfig(), &clock);
+  absl::StatusOr<Credentials> got;
+  std::thread caller([&] { got = p.Get(); });
+  EXPECT_EQ(clock.WaitForWaiters(1), clock.Now() + absl::Seconds(30));
+  clock.Advance(absl::Seconds(30));
+  caller.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(ExecCredentialProviderTest, FailingPluginStderrIsInTheError) {
+  const std::string path = WriteScript(
+      "stderr.sh",
+      "echo 'error: refresh token expired; run: login --again' >&2\nexit 4\n");
+  FakeClock clock;
+  ExecCredentialProvider p(ScriptConfig(path), RestConfig(), &clock);
+  auto got = p.Get();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(got.status().message(),
+            "exec plugin " + path +
+                " failed: exit status 4; stderr: error: refresh token "
+                "expired; run: login --again");
+}
+
+TEST(ExecCredentialProviderTest, CapturedStderrIsBoundedToItsTail) {
+  const std::string path =
+      WriteScript("stderr-flood.sh",
+                  "head -c 200000 /dev/zero | tr '\\0' x >&2\n"
+                  "echo LAST-LINE >&2\nexit 1\n");
+  FakeClock clock;
+  ExecCredentialProvider p(ScriptConfig(path), RestConfig(), &clock);
+  auto got = p.Get();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnauthenticated);
+  const std::string msg(got.status().message());
+  EXPECT_LE(msg.size(), 4096 + path.size() + 64);
+  EXPECT_THAT(msg, HasSubstr("; stderr: ...xxx"));
+  EXPECT_TRUE(absl::EndsWith(msg, "xxxLAST-LINE"))
+      << msg.substr(msg.size() - 80);
+}
+
+TEST(ExecCredentialProviderTest, StderrChatterDoesNotSpoilTheCredential) {
+  const std::string path = WriteScript(
+      "chatty.sh",
+      "echo 'warning: cache dir missing' >&2\n"
+      "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",'"
+      "'\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t0k\"}}'\n");
+  FakeClock clock;
+  ExecCredentialProvider p(ScriptConfig(path), RestConfig(), &clock);
+  auto got = p.Get();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->bearer_token, "t0k");
 }
 
 TEST(ParseExecCredentialTest, ClientCertificateWithoutExpiry) {

@@ -1,6 +1,7 @@
 #include "informer/client/http_transport.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -79,14 +80,41 @@ std::string Header(const ResponseState& st, const std::string& name) {
 
 bool Is2xx(int code) { return code >= 200 && code < 300; }
 
-absl::Status TransferError(CURLcode rc, const char* errbuf,
-                           const HttpRequest& req) {
+// What a failed transfer of `h` means. `server_address` is the host:port
+// dialled, "" when a proxy is in the way (a refusal then is the proxy's,
+// which libcurl's detail names).
+absl::Status TransferError(CURL* h, CURLcode rc, const char* errbuf,
+                           const HttpRequest& req,
+                           const std::string& server_address) {
   std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
   if (rc == CURLE_OPERATION_TIMEDOUT) {
     return absl::DeadlineExceededError(absl::StrCat(
         "request timed out: ", req.method, " ", req.path, ": ", detail));
   }
+  long os_errno = 0;
+  curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno);
+  if (rc == CURLE_COULDNT_CONNECT && os_errno == ECONNREFUSED &&
+      !server_address.empty()) {
+    return ConnectionRefusedError(server_address, req.method, req.path, detail);
+  }
   return ConnectionError(req.method, req.path, detail);
+}
+
+std::string ProtocolName(CURL* h) {
+  long v = 0;
+  curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &v);
+  switch (v) {
+    case CURL_HTTP_VERSION_1_0:
+      return "HTTP/1.0";
+    case CURL_HTTP_VERSION_1_1:
+      return "HTTP/1.1";
+    case CURL_HTTP_VERSION_2_0:
+      return "HTTP/2";
+    case CURL_HTTP_VERSION_3:
+      return "HTTP/3";
+    default:
+      return "";
+  }
 }
 
 }  // namespace
@@ -157,6 +185,9 @@ absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
                                                    "or http"));
   }
   while (absl::EndsWith(path, "/")) path.pop_back();
+  if (config.proxy_url.empty()) {
+    t->server_address_ = absl::StrCat(host, ":", port);
+  }
   if (!config.tls_server_name.empty() && scheme == "https") {
     // Verify the certificate against tls-server-name while connecting to
     // the real address: the URL names the TLS name and CONNECT_TO maps it.
@@ -301,11 +332,16 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &new_connections);
   share_->connections += static_cast<int>(new_connections);
+  absl::Status failed;
+  if (rc != CURLE_OK) {
+    failed = TransferError(h, rc, errbuf, req, server_address_);
+  }
+  HttpResponse resp;
+  resp.protocol = ProtocolName(h);
   curl_easy_cleanup(h);
   curl_slist_free_all(headers);
   curl_slist_free_all(connect_to);
-  if (rc != CURLE_OK) return TransferError(rc, errbuf, req);
-  HttpResponse resp;
+  if (!failed.ok()) return failed;
   resp.status = static_cast<int>(code);
   resp.body = std::move(st.body);
   resp.headers = std::move(st.headers);
@@ -350,7 +386,10 @@ class HttpTransport::CurlStream final : public HttpStream {
  public:
   CurlStream(HttpTransport* t, const HttpRequest& req, const Credentials& creds,
              absl::Duration idle_timeout)
-      : req_(req), idle_timeout_(idle_timeout), clock_(t->clock_) {
+      : req_(req),
+        idle_timeout_(idle_timeout),
+        clock_(t->clock_),
+        server_address_(t->server_address_) {
     easy_ = t->NewHandle(req, creds, /*streaming=*/true, &headers_);
     if (!t->connect_to_.empty()) {
       connect_to_ = curl_slist_append(nullptr, t->connect_to_.c_str());
@@ -383,7 +422,7 @@ class HttpTransport::CurlStream final : public HttpStream {
       if (!s.ok()) return s;
     }
     if (done_ && result_ != CURLE_OK) {
-      return TransferError(result_, errbuf_, req_);
+      return TransferError(easy_, result_, errbuf_, req_, server_address_);
     }
     *code = st_.status;
     return absl::OkStatus();
@@ -412,7 +451,7 @@ class HttpTransport::CurlStream final : public HttpStream {
         if (result_ == CURLE_OK) {
           return absl::OutOfRangeError("watch stream ended by the server");
         }
-        return TransferError(result_, errbuf_, req_);
+        return TransferError(easy_, result_, errbuf_, req_, server_address_);
       }
       absl::Status s = Pump();
       if (!s.ok()) return s;
@@ -460,6 +499,7 @@ class HttpTransport::CurlStream final : public HttpStream {
   const HttpRequest req_;
   const absl::Duration idle_timeout_;
   Clock* const clock_;
+  const std::string server_address_;
   CURL* easy_ = nullptr;
   CURLM* multi_ = nullptr;
   curl_slist* headers_ = nullptr;

@@ -10,9 +10,16 @@
 // * Keep-alive: unary requests share one connection cache (a CURLSH share
 //   handle), so consecutive requests reuse connections. Each watch gets its
 //   own connection (HTTP/1.1), which is what the API server emulator speaks.
-// * HTTP/1.1 by default; RestConfig::http2 opts into HTTP/2 over TLS
-//   (multiplexing). libcurl 7.88's HTTP/2 stream pause/resume had bugs, hence
-//   off by default.
+// * HTTP/1.1 is the default and HTTP/2 is opt-in (RestConfig::http2).
+//   Why: every watch is a long-lived streaming response; over HTTP/1.1 it
+//   owns one connection, which is what the API server emulator speaks and
+//   what libcurl 7.88 (Debian 12) handles without surprises, whereas that
+//   release line had bugs in HTTP/2 stream pause/resume that can stall or
+//   corrupt a long-running stream. With http2 set, libcurl offers h2 via
+//   ALPN on https:// only (CURL_HTTP_VERSION_2TLS); a server that does not
+//   pick h2, and every cleartext http:// server, is spoken to in HTTP/1.1
+//   (no h2c upgrade), so the option never breaks a connection.
+//   HttpResponse::protocol reports what was actually used.
 // * gzip (and whatever else libcurl decodes) is accepted.
 // * Credentials come from a CredentialProvider before every request; a 401
 //   invalidates them and the request is retried once with fresh ones (an
@@ -60,6 +67,9 @@ struct HttpResponse {
   std::string body;
   // Lower-case header names.
   std::map<std::string, std::string> headers;
+  // The HTTP version the exchange used (CURLINFO_HTTP_VERSION): "HTTP/1.1",
+  // "HTTP/2", ... (observability, and tests of the http2 option).
+  std::string protocol;
 };
 
 struct TransportOptions {
@@ -96,7 +106,9 @@ class HttpTransport {
 
   // A complete request. OK only for 2xx; other codes become the status of
   // informer/api_error.h (code, message with path and Status.message,
-  // HttpCode/RetryAfter payload); transport failures are UNAVAILABLE.
+  // HttpCode/RetryAfter payload); transport failures are UNAVAILABLE (a
+  // refused connection reads like kubectl's "The connection to the server
+  // HOST:PORT was refused - did you specify the right host or port?").
   absl::StatusOr<HttpResponse> Do(const HttpRequest& request);
 
   // Starts a streaming GET and returns once the response headers arrived
@@ -133,9 +145,10 @@ class HttpTransport {
   const std::unique_ptr<CredentialProvider> creds_;
   Clock* const clock_;
   const TransportOptions options_;
-  std::string base_url_;     // scheme://host:port/prefix (host may be SNI)
-  std::string connect_to_;   // CURLOPT_CONNECT_TO entry, "" if unused
-  std::string host_header_;  // "Host: ..." when connect_to_ is used
+  std::string base_url_;        // scheme://host:port/prefix (host may be SNI)
+  std::string connect_to_;      // CURLOPT_CONNECT_TO entry, "" if unused
+  std::string host_header_;     // "Host: ..." when connect_to_ is used
+  std::string server_address_;  // host:port actually dialled (for errors)
   std::unique_ptr<Share> share_;
 };
 

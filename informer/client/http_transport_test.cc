@@ -9,10 +9,13 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -132,19 +135,156 @@ TEST(HttpTransportTest, ErrorsReadLikeKubectl) {
   EXPECT_EQ(HttpCode(resp.status()), 404);
 }
 
-TEST(HttpTransportTest, ConnectionRefusedIsUnavailable) {
-  int port;
-  {
-    TestServer srv;
-    srv.Start();
-    port = srv.port();
-  }
+int UnusedPort() {
+  TestServer srv;
+  srv.Start();
+  return srv.port();  // closed when srv goes away
+}
+
+TEST(HttpTransportTest, ConnectionRefusedReadsLikeKubectl) {
+  const int port = UnusedPort();
   auto t = MakeTransport(Config(absl::StrCat("http://127.0.0.1:", port)));
   HttpRequest req;
   req.path = "/api";
   auto resp = t->Do(req);
   EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(resp.status().message()), HasSubstr("GET /api"));
+  const std::string msg(resp.status().message());
+  EXPECT_TRUE(absl::StartsWith(
+      msg, absl::StrCat("The connection to the server 127.0.0.1:", port,
+                        " was refused - did you specify the right host or "
+                        "port?")))
+      << msg;
+  EXPECT_THAT(msg, HasSubstr("GET /api"));
+  EXPECT_EQ(HttpCode(resp.status()), 0);
+
+  // A watch is refused the same way.
+  auto stream = t->Stream(req, absl::Seconds(30));
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(stream.status().message()),
+              HasSubstr("was refused - did you specify the right host"));
+}
+
+// A minimal HTTP forward proxy: it accepts absolute-form request lines
+// ("GET http://127.0.0.1:<port>/path HTTP/1.1"), records them and forwards
+// the request to the origin with httplib::Client.
+class ForwardProxy {
+ public:
+  ForwardProxy() {
+    srv_.server().Get(
+        ".*", [this](const httplib::Request& req, httplib::Response& res) {
+          absl::string_view target = req.target;
+          {
+            absl::MutexLock lock(&mu_);
+            targets_.emplace_back(target);
+          }
+          if (!absl::ConsumePrefix(&target, "http://")) {
+            res.status = 400;  // not a proxy request
+            return;
+          }
+          size_t slash = target.find('/');
+          std::string authority(target.substr(0, slash));
+          std::string path(target.substr(slash));
+          size_t colon = authority.rfind(':');
+          httplib::Client origin(authority.substr(0, colon),
+                                 std::stoi(authority.substr(colon + 1)));
+          httplib::Headers headers;
+          for (const char* h : {"Authorization", "Accept", "User-Agent"}) {
+            if (req.has_header(h)) headers.emplace(h, req.get_header_value(h));
+          }
+          auto answer = origin.Get(path.c_str(), headers);
+          if (!answer) {
+            res.status = 502;
+            return;
+          }
+          res.status = answer->status;
+          res.set_content(answer->body,
+                          answer->get_header_value("Content-Type").c_str());
+        });
+    srv_.Start();
+  }
+  std::string url() const { return srv_.url(); }
+  std::vector<std::string> targets() {
+    absl::MutexLock lock(&mu_);
+    return targets_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> targets_ ABSL_GUARDED_BY(mu_);
+  TestServer srv_;
+};
+
+TEST(HttpTransportTest, ProxyUrlRoutesRequestsThroughTheProxy) {
+  TestServer origin;
+  std::atomic<int> origin_calls{0};
+  std::string auth;
+  absl::Mutex mu;
+  origin.server().Get("/api/v1/namespaces/demo/pods",
+                      [&](const httplib::Request& req, httplib::Response& res) {
+                        ++origin_calls;
+                        absl::MutexLock lock(&mu);
+                        auth = req.get_header_value("Authorization");
+                        res.set_content("{\"kind\":\"PodList\"}",
+                                        "application/json");
+                      });
+  origin.Start();
+  ForwardProxy proxy;
+  RestConfig rc = Config(origin.url());
+  rc.proxy_url = proxy.url();
+  rc.bearer_token = "via-proxy";
+  auto t = MakeTransport(rc);
+  HttpRequest req;
+  req.path = "/api/v1/namespaces/demo/pods?limit=5";
+  auto resp = t->Do(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->body, "{\"kind\":\"PodList\"}");
+  EXPECT_EQ(origin_calls.load(), 1);
+  EXPECT_EQ(proxy.targets(),
+            std::vector<std::string>{origin.url() +
+                                     "/api/v1/namespaces/demo/pods?limit=5"});
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(auth, "Bearer via-proxy");
+}
+
+TEST(HttpTransportTest, WithoutProxyUrlRequestsGoDirect) {
+  TestServer origin;
+  origin.server().Get("/api",
+                      [](const httplib::Request&, httplib::Response& res) {
+                        res.set_content("{}", "application/json");
+                      });
+  origin.Start();
+  ForwardProxy proxy;
+  auto t = MakeTransport(Config(origin.url()));
+  HttpRequest req;
+  req.path = "/api";
+  ASSERT_TRUE(t->Do(req).ok());
+  EXPECT_TRUE(proxy.targets().empty());
+}
+
+TEST(HttpTransportTest, Http2OptionFallsBackToHttp11OverCleartext) {
+  TestServer srv;
+  srv.server().Get("/api",
+                   [](const httplib::Request& req, httplib::Response& res) {
+                     // No h2c upgrade attempt: libcurl offers h2 only through
+                     // TLS ALPN.
+                     if (req.has_header("Upgrade")) {
+                       res.status = 400;
+                       return;
+                     }
+                     res.set_content(req.version, "text/plain");
+                   });
+  srv.Start();
+  for (bool http2 : {false, true}) {
+    RestConfig rc = Config(srv.url());
+    rc.http2 = http2;
+    auto t = MakeTransport(rc);
+    HttpRequest req;
+    req.path = "/api";
+    auto resp = t->Do(req);
+    ASSERT_TRUE(resp.ok()) << "http2=" << http2 << ": " << resp.status();
+    EXPECT_EQ(resp->body, "HTTP/1.1") << "http2=" << http2;
+    EXPECT_EQ(resp->protocol, "HTTP/1.1") << "http2=" << http2;
+  }
 }
 
 // A plugin that returns "tok-<run number>".
@@ -241,6 +381,85 @@ TEST(HttpTransportTest, TooManyRequestsGetWaitsRetryAfterOnClock) {
   caller.join();
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(calls.load(), 2);
+}
+
+TEST(HttpTransportTest, ServiceUnavailableGetWaitsRetryAfterOnClock) {
+  TestServer srv;
+  std::atomic<int> calls{0};
+  srv.server().Get(
+      "/api", [&](const httplib::Request&, httplib::Response& res) {
+        if (++calls == 1) {
+          res.status = 503;
+          res.set_header("Retry-After", "5");
+          res.set_content(R"({"kind":"Status","reason":"ServiceUnavailable",)"
+                          R"("message":"etcd leader changed","code":503})",
+                          "application/json");
+          return;
+        }
+        res.set_content("{}", "application/json");
+      });
+  srv.Start();
+  FakeClock clock;
+  auto t = MakeTransport(Config(srv.url()), &clock);
+  absl::StatusOr<HttpResponse> resp;
+  std::thread caller([&] {
+    HttpRequest req;
+    req.path = "/api";
+    resp = t->Do(req);
+  });
+  const absl::Time start = clock.Now();
+  EXPECT_EQ(clock.WaitForWaiters(1), start + absl::Seconds(5));
+  EXPECT_EQ(calls.load(), 1);  // not retried before the delay
+  clock.Advance(absl::Seconds(5));
+  caller.join();
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(calls.load(), 2);
+}
+
+TEST(HttpTransportTest, ServiceUnavailablePostSurfacesRetryAfter) {
+  TestServer srv;
+  srv.server().Post("/api/v1/namespaces/d/events", [&](const httplib::Request&,
+                                                       httplib::Response& res) {
+    res.status = 503;
+    res.set_header("Retry-After", "7");
+    res.set_content(R"({"kind":"Status","reason":"ServiceUnavailable",)"
+                    R"("message":"try later","code":503})",
+                    "application/json");
+  });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.method = "POST";
+  req.path = "/api/v1/namespaces/d/events";
+  req.body = "{}";
+  req.content_type = "application/json";
+  auto resp = t->Do(req);
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HttpCode(resp.status()), 503);
+  EXPECT_EQ(RetryAfter(resp.status()), absl::Seconds(7));
+  EXPECT_THAT(std::string(resp.status().message()),
+              HasSubstr("Error from server (ServiceUnavailable): try later"));
+}
+
+TEST(HttpTransportTest, ServiceUnavailableBeyondRetriesIsReturned) {
+  TestServer srv;
+  std::atomic<int> calls{0};
+  srv.server().Get(
+      "/api", [&](const httplib::Request&, httplib::Response& res) {
+        ++calls;
+        res.status = 503;
+        res.set_header("Retry-After", "60");  // longer than max_retry_wait
+        res.set_content("unavailable", "text/plain");
+      });
+  srv.Start();
+  FakeClock clock;
+  auto t = MakeTransport(Config(srv.url()), &clock);
+  HttpRequest req;
+  req.path = "/api";
+  auto resp = t->Do(req);
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(RetryAfter(resp.status()), absl::Seconds(60));
+  EXPECT_EQ(calls.load(), 1);
 }
 
 TEST(HttpTransportTest, TooManyRequestsPostSurfacesRetryAfter) {
@@ -355,6 +574,23 @@ TEST_F(TlsTest, VerifiesAgainstCaDataAndRejectsUnknownCa) {
   RestConfig insecure = untrusted;
   insecure.insecure_skip_tls_verify = true;
   EXPECT_TRUE(MakeTransport(insecure)->Do(req).ok());
+}
+
+TEST_F(TlsTest, Http2OptionWorksAgainstAnHttp11OnlyTlsServer) {
+  // The server does not offer h2 in ALPN, so libcurl settles on HTTP/1.1.
+  TestServer srv(cert_);
+  srv.server().Get("/api", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  srv.Start();
+  RestConfig rc = Config(srv.url());
+  rc.ca_data = cert_.cert_pem;
+  rc.http2 = true;
+  HttpRequest req;
+  req.path = "/api";
+  auto resp = MakeTransport(rc)->Do(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->protocol, "HTTP/1.1");
 }
 
 TEST_F(TlsTest, CaFileAndTlsServerName) {

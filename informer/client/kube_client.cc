@@ -42,6 +42,7 @@ absl::StatusOr<RestConfig> LoadRestConfig(const ConnectionFlags& flags) {
   rc->http2 = flags.http2;
   rc->connect_timeout = flags.connect_timeout;
   rc->request_timeout = flags.request_timeout;
+  rc->exec_timeout = flags.exec_timeout;
   return rc;
 }
 

@@ -36,6 +36,8 @@ struct ConnectionFlags {
   bool http2 = false;         // --http2 (opt-in multiplexing)
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration request_timeout = absl::Seconds(60);
+  // A credential plugin still running after this is killed.
+  absl::Duration exec_timeout = absl::Seconds(30);
   // Environment and files (tests override).
   KubeconfigLoadOptions env = KubeconfigLoadOptionsFromEnv();
   InClusterOptions in_cluster;

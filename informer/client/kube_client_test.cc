@@ -89,12 +89,14 @@ TEST(LoadRestConfigTest, InClusterWhenNoKubeconfigGiven) {
   };
   flags.overrides.namespace_ = "flag-ns";
   flags.http2 = true;
+  flags.exec_timeout = absl::Seconds(5);
   auto rc = LoadRestConfig(flags);
   ASSERT_TRUE(rc.ok()) << rc.status();
   EXPECT_EQ(rc->server, "https://10.96.0.1:443");
   EXPECT_EQ(rc->bearer_token_file, flags.in_cluster.token_path);
   EXPECT_EQ(rc->namespace_, "flag-ns");
   EXPECT_TRUE(rc->http2);
+  EXPECT_EQ(rc->exec_timeout, absl::Seconds(5));
 }
 
 TEST(LoadRestConfigTest, NothingConfiguredIsNotFound) {

@@ -139,6 +139,10 @@ struct RestConfig {
   // Opt-in: HTTP/2 over TLS (multiplexing). HTTP/1.1 is the default: one
   // connection per watch, which libcurl 7.88 handles without surprises.
   bool http2 = false;
+  // An exec credential plugin that has not exited after this long is
+  // killed (with its process group) and the request fails: a hung plugin
+  // must not block every request forever.
+  absl::Duration exec_timeout = absl::Seconds(30);
   std::string user_agent;  // empty: "informer-sidecar/<version>"
 };
 

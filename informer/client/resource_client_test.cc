@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -148,6 +149,30 @@ TEST_F(ResourceClientTest, ExpiredContinueIsExpired) {
   o.continue_token = "old";
   auto list = client.List(o);
   EXPECT_TRUE(IsExpired(list.status())) << list.status();
+}
+
+TEST_F(ResourceClientTest, ForbiddenListReadsLikeKubectl) {
+  srv_.server().Get("/api/v1/namespaces/demo/configmaps",
+                    [](const httplib::Request&, httplib::Response& res) {
+                      std::string body = Recorded("error-403.txt");
+                      res.status = 403;
+                      res.set_content(body.substr(0, body.find('\n')),
+                                      "application/json");
+                    });
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  auto list = client.List(ListOptions());
+  EXPECT_EQ(list.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(HttpCode(list.status()), 403);
+  // kubectl: Error from server (Forbidden): configmaps is forbidden: ...
+  EXPECT_THAT(
+      std::string(list.status().message()),
+      HasSubstr("Error from server (Forbidden): configmaps is forbidden: User "
+                "\"nobody\" cannot list resource \"configmaps\" in API group "
+                "\"\" in the namespace \"demo\""));
+  EXPECT_TRUE(absl::StartsWith(list.status().message(),
+                               "403 GET /api/v1/namespaces/demo/configmaps"))
+      << list.status();
 }
 
 TEST_F(ResourceClientTest, WatchDecodesRecordedStreamThenEnds) {
