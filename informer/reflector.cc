@@ -77,7 +77,6 @@ Reflector::State Reflector::DoList() {
     // client-go's relistResourceVersion: "0" first (served from the watch
     // cache), then the last synced RV, "" once that RV is unavailable.
     rv = last_rv_unavailable_ ? "" : (listed_once_ ? last_sync_rv_ : "0");
-    if (rv.empty() && !listed_once_) rv = "0";
     ++counters_.lists;
     if (listed_once_) ++counters_.relists;
   }
@@ -92,10 +91,15 @@ Reflector::State Reflector::DoList() {
       ReportError(page.status());
       if (IsExpired(page.status()) || IsTooLargeResourceVersion(page.status())) {
         // A continue token or RV the server can no longer serve: restart as
-        // one full, consistent list.
+        // one full, consistent list ("" = a quorum read).
         absl::MutexLock lock(&mu_);
         last_rv_unavailable_ = true;
         ++counters_.expired;
+        // A continue token that expired mid-list is routine (compaction
+        // while paging a big list): client-go restarts the full list at
+        // once, and so do we. An RV the server rejects on the first page
+        // backs off like any failure.
+        if (!opts.continue_token.empty() && !stopped_) return State::kList;
       }
       return BackOff() ? State::kList : State::kStopped;
     }

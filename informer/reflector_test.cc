@@ -242,5 +242,67 @@ TEST_F(ReflectorTest, WatchListFallsBackToListWhenServerAnswers422) {
   EXPECT_EQ(source_.watch_list_calls(), 1);  // the 422 is remembered
 }
 
+// Delegates to a FakeSource, records list options, and answers 410 Expired
+// to the first request that carries a continue token.
+class ExpireFirstContinue : public ListerWatcher {
+ public:
+  explicit ExpireFirstContinue(FakeSource* source) : source_(source) {}
+  absl::StatusOr<ObjectList> List(const ListOptions& options) override {
+    {
+      absl::MutexLock lock(&mu_);
+      rvs_.push_back(options.resource_version);
+      if (!options.continue_token.empty() && !expired_once_) {
+        expired_once_ = true;
+        ApiStatus st;
+        st.code = 410;
+        st.reason = "Expired";
+        st.message = "The provided continue parameter is too old";
+        return StatusFromApiStatus(st, "GET", "/api/v1/pods");
+      }
+    }
+    return source_->List(options);
+  }
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
+      const WatchOptions& options) override {
+    return source_->Watch(options);
+  }
+  std::vector<std::string> rvs() {
+    absl::MutexLock lock(&mu_);
+    return rvs_;
+  }
+
+ private:
+  FakeSource* const source_;
+  absl::Mutex mu_;
+  bool expired_once_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> rvs_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(ReflectorTest, ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  ExpireFirstContinue lw(&source_);
+  Reflector::Options opts;
+  opts.page_size = 1;
+  opts.random_seed = 7;
+  opts.on_replaced = [this] {
+    absl::MutexLock lock(&mu_);
+    ++replaces_;
+  };
+  reflector_ = std::make_unique<Reflector>(&lw, &fifo_, &clock_, opts);
+  thread_ = std::thread([this] { reflector_->Run(); });
+  // No clock advance needed: the restart does not back off.
+  WaitForReplaces(1);
+  // First page at "0", its continue -> 410, then a full list from "" (a
+  // quorum read, not the possibly stale watch cache), paged again.
+  const std::vector<std::string> rvs = lw.rvs();
+  ASSERT_GE(rvs.size(), 3u);
+  EXPECT_EQ(rvs[0], "0");
+  EXPECT_EQ(rvs[1], "");  // the continue request carries no RV
+  EXPECT_EQ(rvs[2], "");
+  EXPECT_EQ(fifo_.Len(), 2u);
+  EXPECT_EQ(reflector_->GetCounters().expired, 1);
+}
+
 }  // namespace
 }  // namespace informer

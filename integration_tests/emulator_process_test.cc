@@ -4,10 +4,9 @@
 // is armed through the emulator's HTTP control endpoints; the cache must
 // converge to the emulator's /_emulator/state.
 
-#include <signal.h>
-#include <spawn.h>
+#include "integration_tests/emulator_process.h"
+
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -16,7 +15,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "informer/client/http_transport.h"
@@ -26,8 +24,6 @@
 #include "informer/shared_informer.h"
 #include "integration_tests/test_harness.h"
 #include "rapidjson/document.h"
-
-extern char** environ;
 
 namespace integration {
 namespace {
@@ -41,59 +37,6 @@ std::string TestEnv(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
 }
-
-// A child process running kube_emulator; SIGTERM on destruction.
-class EmulatorProcess {
- public:
-  ~EmulatorProcess() { Terminate(); }
-
-  // Starts the binary and reads the port it prints on stdout once serving
-  // (a blocking read on a pipe: no polling).
-  void Start(const std::vector<std::string>& flags) {
-    const std::string binary =
-        absl::StrCat(TestEnv("TEST_SRCDIR"), "/", TestEnv("TEST_WORKSPACE"),
-                     "/server/emulator/kube_emulator");
-    ASSERT_EQ(access(binary.c_str(), X_OK), 0) << binary;
-    int out[2];
-    ASSERT_EQ(pipe(out), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    posix_spawn_file_actions_addclose(&actions, out[1]);
-    std::vector<std::string> args = {binary};
-    args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr,
-                               argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    ASSERT_EQ(rc, 0);
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
-    close(out[0]);
-    ASSERT_TRUE(absl::SimpleAtoi(line, &port_)) << "port line: " << line;
-  }
-
-  // SIGTERM, then reap. Returns the exit status (-1 if not running).
-  int Terminate() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = 0;
-    return status;
-  }
-
-  int port() const { return port_; }
-
- private:
-  pid_t pid_ = 0;
-  int port_ = 0;
-};
 
 class EmulatorProcessTest : public ::testing::Test {
  protected:
@@ -161,7 +104,7 @@ class EmulatorProcessTest : public ::testing::Test {
         R"("image":"busybox"}]}})");
   }
 
-  EmulatorProcess process_;
+  std::unique_ptr<EmulatorProcess> process_;
   informer::FakeClock clock_;
   RecordingHandler handler_;
   ErrorLog errors_;
@@ -173,16 +116,21 @@ class EmulatorProcessTest : public ::testing::Test {
 
 TEST_F(EmulatorProcessTest, InformerThroughKubeconfigSurvivesAnExpiredWatch) {
   const std::string tmp = TestEnv("TEST_TMPDIR");
-  ASSERT_NO_FATAL_FAILURE(process_.Start(
-      {"--port=0", absl::StrCat("--print_port_file=", tmp, "/port"),
-       "--seed_pods=40", absl::StrCat("--token=", kToken)}));
+  absl::StatusOr<std::string> binary = FindEmulatorBinary("");
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  absl::StatusOr<std::unique_ptr<EmulatorProcess>> process =
+      EmulatorProcess::Start(
+          *binary, {absl::StrCat("--print_port_file=", tmp, "/port"),
+                    "--seed_pods=40", absl::StrCat("--token=", kToken)});
+  ASSERT_TRUE(process.ok()) << process.status();
+  process_ = *std::move(process);
 
   const std::string kubeconfig = tmp + "/kubeconfig";
   {
     std::ofstream f(kubeconfig);
     f << "apiVersion: v1\nkind: Config\n"
       << "clusters:\n- name: emu\n  cluster:\n    server: http://127.0.0.1:"
-      << process_.port() << "\n"
+      << process_->port() << "\n"
       << "users:\n- name: tester\n  user:\n    token: " << kToken << "\n"
       << "contexts:\n- name: emu\n  context:\n    cluster: emu\n"
       << "    user: tester\n    namespace: benchpods\n"
@@ -248,7 +196,7 @@ TEST_F(EmulatorProcessTest, InformerThroughKubeconfigSurvivesAnExpiredWatch) {
   EXPECT_EQ(c.relists, 1);
 
   informer_->Stop();
-  const int status = process_.Terminate();
+  const int status = process_->Terminate();
   EXPECT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }

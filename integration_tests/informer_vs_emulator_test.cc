@@ -20,7 +20,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "informer/api_error.h"
 #include "informer/client/kube_client.h"
@@ -43,9 +42,9 @@ using ::informer::client::ResourceClientOptions;
 using ::informer::client::RestConfig;
 
 constexpr char kNs[] = "it";
-// Long enough that no back-off the pump skips (at most 30 s * 2 with
-// jitter) can be mistaken for a hung watch... except that no watch is open
-// during a back-off anyway; the stall test advances past it on purpose.
+// The watch idle timeout runs on the FakeClock. The pump only moves time
+// while the reflector or transport is parked (no watch open then), so only
+// the stall test, which advances past it on purpose, can trigger it.
 constexpr absl::Duration kIdleTimeout = absl::Seconds(90);
 
 struct Scenario {
