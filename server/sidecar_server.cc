@@ -1,0 +1,87 @@
+#include "server/sidecar_server.h"
+
+#include <glog/logging.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace server {
+
+SidecarServer::SidecarServer(InformerRegistry* registry,
+                             InformerService::Options options)
+    : registry_(registry), service_(registry, options) {}
+
+absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
+    InformerRegistry* registry, absl::string_view listen,
+    InformerService::Options options) {
+  std::unique_ptr<SidecarServer> sidecar(new SidecarServer(registry, options));
+  // Both are process-wide switches read by every later ServerBuilder.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(std::string(listen),
+                           grpc::InsecureServerCredentials(), &sidecar->port_);
+  builder.RegisterService(&sidecar->service_);
+  sidecar->server_ = builder.BuildAndStart();
+  if (sidecar->server_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on \"", listen, "\""));
+  }
+  // gRPC reports 1 for unix sockets; there is no port to speak of.
+  if (absl::StartsWith(listen, "unix:")) sidecar->port_ = 0;
+  grpc::HealthCheckServiceInterface* health =
+      sidecar->server_->GetHealthCheckService();
+  health->SetServingStatus(false);
+  for (const std::string& name : registry->ResourceNames()) {
+    health->SetServingStatus(name, false);
+  }
+  sidecar->health_thread_ =
+      std::thread([s = sidecar.get()] { s->WatchSyncs(); });
+  return sidecar;
+}
+
+SidecarServer::~SidecarServer() {
+  Shutdown(absl::ZeroDuration());
+  Wait();
+  if (health_thread_.joinable()) health_thread_.join();
+}
+
+void SidecarServer::WatchSyncs() {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  for (const auto& entry : registry_->entries()) {
+    // WaitForSync returns early when the informer stops; the bounded wait
+    // lets this thread notice a shutdown of an informer never started.
+    while (!entry->informer->WaitForSync(absl::Seconds(1))) {
+      if (stopping_.HasBeenNotified()) return;
+    }
+    health->SetServingStatus(entry->config.resource, true);
+    LOG(INFO) << "informer synced: " << entry->config.resource << " ("
+              << entry->informer->GetIndexer().Size() << " objects)";
+  }
+  health->SetServingStatus(true);
+  serving_.Notify();
+  LOG(INFO) << "all informers synced: health SERVING";
+}
+
+bool SidecarServer::WaitUntilServing(absl::Duration timeout) const {
+  return serving_.WaitForNotificationWithTimeout(timeout);
+}
+
+void SidecarServer::Shutdown(absl::Duration grace) {
+  std::call_once(stop_once_, [this] {
+    stopping_.Notify();
+    // Health Watch clients (and probes) learn of the shutdown first.
+    server_->GetHealthCheckService()->Shutdown();
+  });
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(grace));
+}
+
+void SidecarServer::Wait() { server_->Wait(); }
+
+}  // namespace server

@@ -1,0 +1,69 @@
+#ifndef SERVER_SIDECAR_SERVER_H_
+#define SERVER_SIDECAR_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "server/informer_registry.h"
+#include "server/informer_service.h"
+
+namespace server {
+
+// SidecarServer is the sidecar's gRPC server: informer.v1.Informer over a
+// registry, server reflection (v1alpha, what gRPC 1.51 serves), and the
+// grpc.health.v1 service.
+//
+// Health: the overall status ("") is NOT_SERVING until every informer of
+// the registry has synced, then SERVING; each resource name is also a
+// health service name that turns SERVING when its own informer synced. A
+// background thread watches for the syncs; starting the registry is the
+// caller's job (before or after Start).
+//
+// Thread-safety: Shutdown/Wait/WaitUntilServing from any thread. The
+// registry must outlive the server. Destruction shuts down and joins.
+class SidecarServer {
+ public:
+  // Binds `listen` ("host:port", port 0 picks one; or "unix:/path") and
+  // starts serving. Unavailable when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<SidecarServer>> Start(
+      InformerRegistry* registry, absl::string_view listen,
+      InformerService::Options options = {});
+
+  ~SidecarServer();
+  SidecarServer(const SidecarServer&) = delete;
+  SidecarServer& operator=(const SidecarServer&) = delete;
+
+  // The bound TCP port (0 for unix sockets).
+  int port() const { return port_; }
+  // True once the overall health status is SERVING, waiting up to `timeout`.
+  bool WaitUntilServing(absl::Duration timeout) const;
+  // Stops accepting calls; running calls get `grace` to finish.
+  void Shutdown(absl::Duration grace);
+  // Blocks until Shutdown completes.
+  void Wait();
+
+ private:
+  SidecarServer(InformerRegistry* registry, InformerService::Options options);
+  void WatchSyncs();
+
+  InformerRegistry* const registry_;
+  InformerService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Notification serving_;
+  std::once_flag stop_once_;
+  absl::Notification stopping_;
+  std::thread health_thread_;
+};
+
+}  // namespace server
+
+#endif  // SERVER_SIDECAR_SERVER_H_
