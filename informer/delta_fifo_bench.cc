@@ -1,7 +1,7 @@
 // DeltaFIFO throughput.
 //
-//   bazel run -c opt //informer:delta_fifo_bench -- \
-//     --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//   bazel run -c opt //informer:delta_fifo_bench --
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
 #include <cstdint>
 #include <string>

@@ -2,8 +2,8 @@
 // worker threads, with and without metrics; plus the default controller rate
 // limiter's When.
 //
-//   bazel run -c opt //informer:workqueue_bench -- \
-//     --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//   bazel run -c opt //informer:workqueue_bench --
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
 #include <atomic>
 #include <memory>
