@@ -345,6 +345,10 @@ void Reflector::ReportError(const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     ++counters_.errors;
+    const int http = HttpCode(status);
+    ++counters_.errors_by_kind[http != 0 ? absl::StrCat("http_", http)
+                                         : absl::StatusCodeToString(
+                                               status.code())];
     last_error_ = status;
   }
   if (options_.watch_error_handler) options_.watch_error_handler(status);

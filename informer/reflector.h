@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -93,6 +94,10 @@ class Reflector {
     int64_t bookmarks = 0;
     int64_t errors = 0;
     int64_t expired = 0;
+    // Errors by kind: "http_<code>" when the API server answered (e.g.
+    // "http_410", "http_429"), else the status code's name ("UNAVAILABLE"
+    // for a refused or cut connection, "DEADLINE_EXCEEDED" for a hung watch).
+    std::map<std::string, int64_t> errors_by_kind;
   };
 
   Reflector(ListerWatcher* lw, DeltaFIFO* fifo, Clock* clock,

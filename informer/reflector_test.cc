@@ -133,6 +133,7 @@ TEST_F(ReflectorTest, ListFailureBacksOffOnTheClockThenRetries) {
   WaitForReplaces(1);
   EXPECT_EQ(source_.list_calls(), 3);
   EXPECT_EQ(reflector_->GetCounters().errors, 2);
+  EXPECT_EQ(reflector_->GetCounters().errors_by_kind.at("INTERNAL"), 2);
 }
 
 TEST_F(ReflectorTest, TooManyRequestsOnWatchBacksOffAndRewatchesWithoutRelist) {
@@ -146,6 +147,8 @@ TEST_F(ReflectorTest, TooManyRequestsOnWatchBacksOffAndRewatchesWithoutRelist) {
   source_.WaitForWatches(1);
   EXPECT_EQ(source_.list_calls(), 1);
   EXPECT_EQ(source_.watch_calls(), 2);
+  EXPECT_EQ(reflector_->GetCounters().errors_by_kind,
+            (std::map<std::string, int64_t>{{"http_429", 1}}));
 }
 
 TEST_F(ReflectorTest, CutConnectionRewatchesFromLastRvAfterBackOff) {
