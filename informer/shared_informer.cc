@@ -284,7 +284,14 @@ bool SharedIndexInformer::ShouldResync() {
   return !syncing_.empty();
 }
 
-bool SharedIndexInformer::HasSynced() const { return fifo_.HasSynced(); }
+bool SharedIndexInformer::HasSynced() const {
+  // Not fifo_.HasSynced(): that takes the FIFO's lock, which is held while
+  // handlers are called inline, so a non-blocking handler asking would
+  // deadlock. synced_ is set right after the pop that completed the initial
+  // list (or after a Replace of an empty list).
+  absl::MutexLock lock(&sync_mu_);
+  return synced_;
+}
 
 bool SharedIndexInformer::WaitForSync(absl::Duration timeout) const {
   absl::MutexLock lock(&sync_mu_);

@@ -123,7 +123,8 @@ class SharedIndexInformer {
   void Stop();
 
   // True once the first list has been applied to the cache and delivered to
-  // every handler's queue.
+  // every handler's queue. Safe to call from any thread, including from a
+  // non-blocking handler.
   bool HasSynced() const;
   // Waits (on the informer's clock) until synced, stopped or `timeout`.
   bool WaitForSync(absl::Duration timeout) const;

@@ -245,6 +245,43 @@ TEST(SharedInformerTest, NonBlockingHandlerRunsInlineInOrder) {
             (std::vector<std::string>{"add a", "update a"}));
 }
 
+TEST(SharedInformerTest, NonBlockingHandlerMayAskHasSyncedAndReadTheCache) {
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  absl::Mutex mu;
+  std::vector<std::string> seen;
+  SharedIndexInformer* self = nullptr;
+  HandlerRegistration* reg = nullptr;
+  ResourceEventHandlerFuncs funcs;
+  funcs.add = [&](const ObjectPtr& obj, bool) {
+    // Called inline under the informer's locks: neither may deadlock.
+    const bool synced = self->HasSynced() && reg->HasSynced();
+    const bool cached = self->GetIndexer().GetByKey(obj->Key()) != nullptr;
+    absl::MutexLock lock(&mu);
+    seen.push_back(absl::StrCat(obj->name(), synced ? " synced" : "",
+                                cached ? " cached" : ""));
+  };
+  SharedIndexInformer informer(&source, Opts());
+  self = &informer;
+  HandlerOptions nb;
+  nb.non_blocking = true;
+  auto r = informer.AddEventHandler(&funcs, nb);
+  ASSERT_TRUE(r.ok());
+  reg = *r;
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  source.WaitForWatches(1);
+  ASSERT_TRUE(source.Add("ns", "b").ok());
+  absl::MutexLock lock(&mu);
+  auto two = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return seen.size() >= 2;
+  };
+  mu.Await(absl::Condition(&two));
+  // The initial add is delivered before the informer counts as synced; the
+  // live one after.
+  EXPECT_EQ(seen, (std::vector<std::string>{"a cached", "b synced cached"}));
+}
+
 TEST(SharedInformerTest, IndexesFollowUpdatesAndAddIndexersWorksAfterSync) {
   FakeSource source;
   ASSERT_TRUE(source.Add("ns", "a", {{"app", "web"}}, "node-1").ok());
