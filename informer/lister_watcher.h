@@ -57,6 +57,9 @@ class ListerWatcher {
   virtual absl::StatusOr<ObjectList> List(const ListOptions& options) = 0;
   virtual absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
       const WatchOptions& options) = 0;
+  // Response body bytes received so far by List and Watch (for metrics);
+  // 0 for sources that do not count, e.g. in-process fakes.
+  virtual uint64_t BytesReceived() const { return 0; }
 };
 
 }  // namespace informer

@@ -403,8 +403,13 @@ std::string Reflector::LastSyncResourceVersion() const {
 }
 
 Reflector::Counters Reflector::GetCounters() const {
-  absl::MutexLock lock(&mu_);
-  return counters_;
+  Counters c;
+  {
+    absl::MutexLock lock(&mu_);
+    c = counters_;
+  }
+  c.bytes_received = lw_->BytesReceived();
+  return c;
 }
 
 absl::Status Reflector::LastError() const {

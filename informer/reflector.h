@@ -94,6 +94,8 @@ class Reflector {
     int64_t bookmarks = 0;
     int64_t errors = 0;
     int64_t expired = 0;
+    // Response bytes the ListerWatcher received (lists and watches).
+    uint64_t bytes_received = 0;
     // Errors by kind: "http_<code>" when the API server answered (e.g.
     // "http_410", "http_429"), else the status code's name ("UNAVAILABLE"
     // for a refused or cut connection, "DEADLINE_EXCEEDED" for a hung watch).

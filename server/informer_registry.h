@@ -45,8 +45,8 @@ struct InformerEntry {
   ResourceConfig config;
   std::unique_ptr<informer::ListerWatcher> source;
   std::unique_ptr<informer::SharedIndexInformer> informer;
-  // Open Watch streams on this resource, reported by ListResources. Nothing
-  // increments it yet: Watch streaming lands in a later change.
+  // Open Watch streams on this resource, reported by ListResources; the
+  // watch hub (server/watch_stream.h) counts them up and down.
   std::atomic<int> streams{0};
 };
 

@@ -126,7 +126,9 @@ InformerService::InformerService(InformerRegistry* registry, Options options,
     : registry_(registry),
       options_(options),
       clock_(clock),
-      run_id_(NewRunId()) {}
+      run_id_(NewRunId()),
+      watch_hub_(std::make_unique<WatchHub>(registry, options.watch, clock,
+                                            run_id_)) {}
 
 absl::StatusOr<InformerEntry*> InformerService::Lookup(
     const std::string& resource, bool allow_stale) const {
@@ -144,12 +146,9 @@ absl::StatusOr<InformerEntry*> InformerService::Lookup(
   return entry;
 }
 
-grpc::Status InformerService::Watch(grpc::ServerContext*,
-                                    const v1::WatchRequest*,
-                                    grpc::ServerWriter<v1::WatchResponse>*) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "Informer.Watch is not available in this build: "
-                      "streaming lands in a later change; use List/Get");
+grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
+    grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
+  return watch_hub_->Open(context, request);
 }
 
 grpc::Status InformerService::Get(grpc::ServerContext*,

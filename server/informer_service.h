@@ -19,6 +19,7 @@
 #include "informer/object.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 #include "server/informer_registry.h"
+#include "server/watch_stream.h"
 
 namespace server {
 
@@ -27,8 +28,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // InformerService serves the unary queries of informer.v1.Informer (Get,
 // List, ByIndex, ListIndexValues, ListResources) from the registry's
-// informer caches. Watch answers UNIMPLEMENTED: streaming lands in a later
-// change.
+// informer caches, and Watch as a callback stream (see WatchHub).
 //
 // List paging: the first page takes a snapshot (the matching objects, sorted
 // by key; objects are shared, not copied) and later pages read from it, so a
@@ -42,11 +42,14 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // Thread-safety: the gRPC sync server calls it from many threads; the
 // snapshot table is guarded by a mutex. The registry and clock are not owned
 // and must outlive the service.
-class InformerService final : public informer::v1::Informer::Service {
+class InformerService final
+    : public informer::v1::Informer::WithCallbackMethod_Watch<
+          informer::v1::Informer::Service> {
  public:
   struct Options {
     absl::Duration snapshot_ttl = absl::Minutes(5);
     size_t max_snapshots = 64;
+    WatchOptions watch;
   };
   static constexpr int32_t kDefaultListLimit = 500;
   static constexpr int32_t kMaxListLimit = 10000;
@@ -56,9 +59,11 @@ class InformerService final : public informer::v1::Informer::Service {
   InformerService(InformerRegistry* registry, Options options,
                   informer::Clock* clock = informer::RealClock());
 
-  grpc::Status Watch(
-      grpc::ServerContext* context, const informer::v1::WatchRequest* request,
-      grpc::ServerWriter<informer::v1::WatchResponse>* writer) override;
+  grpc::ServerWriteReactor<informer::v1::WatchResponse>* Watch(
+      grpc::CallbackServerContext* context,
+      const informer::v1::WatchRequest* request) override;
+  // The Watch streams' hub (tests pause writes and observe queues with it).
+  WatchHub& watch_hub() { return *watch_hub_; }
   grpc::Status List(grpc::ServerContext* context,
                     const informer::v1::ListRequest* request,
                     informer::v1::ListResponse* response) override;
@@ -103,6 +108,9 @@ class InformerService final : public informer::v1::Informer::Service {
   informer::Clock* const clock_;
   // Distinguishes tokens of this process from those of an earlier run.
   const std::string run_id_;
+
+  // Registers one handler per informer; destroyed before the registry.
+  std::unique_ptr<WatchHub> watch_hub_;
 
   absl::Mutex mu_;
   uint64_t next_snapshot_id_ ABSL_GUARDED_BY(mu_) = 1;

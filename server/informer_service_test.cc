@@ -609,17 +609,17 @@ TEST(InformerServiceLargeObjectsTest, DefaultPagesStayUnderFourMiB) {
   (*registry)->Stop();
 }
 
-TEST_F(InformerServiceTest, WatchIsUnimplementedForNow) {
+TEST_F(InformerServiceTest, WatchBeforeSyncIsUnavailable) {
   StartAll();
   grpc::ClientContext ctx;
   v1::WatchRequest req;
   req.set_resource("pods");
-  auto reader = stub_->Watch(&ctx, req);
+  auto reader = unsynced_stub_->Watch(&ctx, req);
   v1::WatchResponse resp;
   EXPECT_FALSE(reader->Read(&resp));
   grpc::Status st = reader->Finish();
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(st.error_message(), HasSubstr("later change"));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(st.error_message(), HasSubstr("not synced"));
 }
 
 }  // namespace

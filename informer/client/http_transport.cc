@@ -3,6 +3,8 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <glog/logging.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,12 +28,65 @@ void GlobalInit() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// libcurl's receive buffer (CURLOPT_BUFFERSIZE, its maximum). The default
+// 16 KiB means one write callback per 16 KiB: thousands of calls for a list.
+constexpr long kReceiveBufferBytes = 512 * 1024;
+
+// Bodies at least this large are grown into memory advised for transparent
+// huge pages. Why: profiles of a 62 MB list showed ~75% of the GET's CPU in
+// first touches of freshly mmapped body memory (one page fault per 4 KiB,
+// very expensive on virtualised hosts); with 2 MiB pages the same GET runs
+// 5-7x faster. Smaller bodies come from malloc's heap and gain nothing.
+constexpr size_t kHugePageBodyBytes = 2 << 20;
+
+// Asks the kernel for transparent huge pages over the page-aligned part of
+// [data, data + size). Only a hint: failures (THP disabled) are ignored.
+void AdviseHugePages(char* data, size_t size) {
+#ifdef MADV_HUGEPAGE
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t begin =
+      (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
+  if (end > begin) {
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  }
+#endif
+}
+
+// Makes room for `needed` bytes in *body, growing geometrically. Large
+// buffers are advised for huge pages before anything is written to them,
+// so that the copy of the old contents already lands on huge pages.
+void ReserveBody(std::string* body, size_t needed) {
+  if (body->capacity() >= needed) return;
+  const size_t capacity = std::max(needed, body->capacity() * 2);
+  if (capacity < kHugePageBodyBytes) {
+    body->reserve(capacity);
+    return;
+  }
+  std::string grown;
+  grown.reserve(capacity);
+  AdviseHugePages(grown.data(), grown.capacity());
+  grown.append(*body);
+  body->swap(grown);
+}
+
 // What the header and write callbacks collect for one transfer.
 struct ResponseState {
   int status = 0;
   bool headers_done = false;
   std::map<std::string, std::string> headers;
   std::string body;
+  // Body bytes received by this transfer (after content decoding).
+  uint64_t bytes = 0;
+  // The transport's running total, shared by all transfers.
+  std::atomic<uint64_t>* total_bytes = nullptr;
+  // Unary requests reserve the body from Content-Length when it is known
+  // (streams never: their bodies are drained as they arrive).
+  bool reserve_from_length = false;
+  // Bytes to reserve at the first body byte when no Content-Length came
+  // (chunked list pages): the previous large GET's size, since pages of
+  // one list are alike. Saves the copies of geometric growth.
+  size_t size_hint = 0;
   // Streams: callbacks record activity here (the reader thread only).
   Clock* clock = nullptr;
   absl::Time last_byte;
@@ -60,15 +115,34 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   }
   size_t colon = stripped.find(':');
   if (colon != absl::string_view::npos) {
-    st->headers[absl::AsciiStrToLower(stripped.substr(0, colon))] =
-        std::string(absl::StripAsciiWhitespace(stripped.substr(colon + 1)));
+    std::string name = absl::AsciiStrToLower(stripped.substr(0, colon));
+    absl::string_view value =
+        absl::StripAsciiWhitespace(stripped.substr(colon + 1));
+    uint64_t length = 0;
+    // A bound keeps a hostile Content-Length from reserving gigabytes.
+    if (st->reserve_from_length && name == "content-length" &&
+        absl::SimpleAtoi(value, &length) && length <= (uint64_t{1} << 31)) {
+      ReserveBody(&st->body, static_cast<size_t>(length));
+      st->size_hint = 0;  // the exact size beats a guess
+    }
+    st->headers[std::move(name)] = std::string(value);
   }
   return size * n;
 }
 
 size_t OnWrite(char* data, size_t size, size_t n, void* user) {
   auto* st = static_cast<ResponseState*>(user);
-  st->body.append(data, size * n);
+  const size_t len = size * n;
+  if (st->size_hint > 0 && st->body.capacity() < st->size_hint) {
+    ReserveBody(&st->body, st->size_hint);
+    st->size_hint = 0;
+  }
+  ReserveBody(&st->body, st->body.size() + len);
+  st->body.append(data, len);
+  st->bytes += len;
+  if (st->total_bytes != nullptr) {
+    st->total_bytes->fetch_add(len, std::memory_order_relaxed);
+  }
   if (st->clock != nullptr) st->last_byte = st->clock->Now();
   return size * n;
 }
@@ -217,6 +291,10 @@ int HttpTransport::connections_opened() const {
   return share_->connections.load();
 }
 
+uint64_t HttpTransport::bytes_received() const {
+  return bytes_received_.load(std::memory_order_relaxed);
+}
+
 void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
                                bool streaming, curl_slist** headers) const {
   CURL* h = curl_easy_init();
@@ -224,6 +302,8 @@ void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
   curl_easy_setopt(h, CURLOPT_USERAGENT,
                    config_.user_agent.empty() ? kDefaultUserAgent
                                               : config_.user_agent.c_str());
@@ -322,6 +402,13 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
   ResponseState st;
+  st.reserve_from_length = true;
+  st.total_bytes = &bytes_received_;
+  if (req.method == "GET") {
+    // A little headroom: pages of a list vary in size.
+    const size_t last = last_large_get_bytes_.load(std::memory_order_relaxed);
+    st.size_hint = last + last / 8;
+  }
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &st);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnWrite);
@@ -344,6 +431,15 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   if (!failed.ok()) return failed;
   resp.status = static_cast<int>(code);
   resp.body = std::move(st.body);
+  resp.bytes_received = st.bytes;
+  if (req.method == "GET" && rc == CURLE_OK && Is2xx(static_cast<int>(code))) {
+    // Only large bodies teach the hint: small GETs (single objects,
+    // discovery) must not make the next list page grow from scratch, and
+    // a small last page must not either.
+    if (st.bytes >= kHugePageBodyBytes) {
+      last_large_get_bytes_.store(st.bytes, std::memory_order_relaxed);
+    }
+  }
   resp.headers = std::move(st.headers);
   return resp;
 }
@@ -398,6 +494,7 @@ class HttpTransport::CurlStream final : public HttpStream {
     curl_easy_setopt(easy_, CURLOPT_ERRORBUFFER, errbuf_);
     st_.clock = clock_;
     st_.last_byte = clock_->Now();
+    st_.total_bytes = &t->bytes_received_;
     curl_easy_setopt(easy_, CURLOPT_HEADERFUNCTION, &OnHeader);
     curl_easy_setopt(easy_, CURLOPT_HEADERDATA, &st_);
     curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, &OnWrite);

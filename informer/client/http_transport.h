@@ -31,6 +31,8 @@
 // Thread-safety: all methods are thread-safe; requests run concurrently.
 // The transport must outlive streams it opened.
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,6 +72,9 @@ struct HttpResponse {
   // The HTTP version the exchange used (CURLINFO_HTTP_VERSION): "HTTP/1.1",
   // "HTTP/2", ... (observability, and tests of the http2 option).
   std::string protocol;
+  // Body bytes this exchange received (after content decoding; a request
+  // retried after 401/429 counts only the answer returned).
+  uint64_t bytes_received = 0;
 };
 
 struct TransportOptions {
@@ -124,6 +129,11 @@ class HttpTransport {
   // How many TCP connections unary requests opened (keep-alive tests).
   int connections_opened() const;
 
+  // Body bytes received so far by all requests and streams of this
+  // transport (after content decoding; error bodies and retried attempts
+  // included). Thread-safe; monotonic.
+  uint64_t bytes_received() const;
+
  private:
   class Share;
   class CurlStream;
@@ -150,6 +160,10 @@ class HttpTransport {
   std::string host_header_;     // "Host: ..." when connect_to_ is used
   std::string server_address_;  // host:port actually dialled (for errors)
   std::unique_ptr<Share> share_;
+  std::atomic<uint64_t> bytes_received_{0};
+  // Size of the latest large (>= 2 MiB) successful GET body: the initial
+  // reservation for chunked bodies, whose size is not announced.
+  std::atomic<size_t> last_large_get_bytes_{0};
 };
 
 }  // namespace client

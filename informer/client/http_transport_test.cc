@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -111,6 +112,54 @@ TEST(HttpTransportTest, ServerPathPrefixIsPrepended) {
   HttpRequest req;
   req.path = "/api/v1";
   EXPECT_TRUE(t->Do(req).ok());
+}
+
+// Bodies past the huge-page growth threshold, with and without a
+// Content-Length, arrive byte for byte and are counted per request and in
+// the transport's total, also from concurrent requests.
+TEST(HttpTransportTest, LargeBodiesArriveIntactAndBytesAreCounted) {
+  TestServer srv;
+  std::string big(9 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>('a' + i % 23);
+  srv.server().Get("/sized",
+                   [&](const httplib::Request&, httplib::Response& res) {
+                     res.set_content(big, "application/json");
+                   });
+  srv.server().Get(
+      "/chunked", [&](const httplib::Request&, httplib::Response& res) {
+        res.set_chunked_content_provider(
+            "application/json", [&](size_t, httplib::DataSink& sink) {
+              for (size_t i = 0; i < big.size(); i += 300001) {
+                sink.write(big.data() + i,
+                           std::min<size_t>(300001, big.size() - i));
+              }
+              sink.done();
+              return true;
+            });
+      });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  EXPECT_EQ(t->bytes_received(), 0u);
+  for (const char* path : {"/sized", "/chunked"}) {
+    HttpRequest req;
+    req.path = path;
+    auto resp = t->Do(req);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_TRUE(resp->body == big) << path;
+    EXPECT_EQ(resp->bytes_received, big.size()) << path;
+  }
+  EXPECT_EQ(t->bytes_received(), 2 * big.size());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&t] {
+      HttpRequest req;
+      req.path = "/chunked";
+      EXPECT_TRUE(t->Do(req).ok());
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(t->bytes_received(), 6 * big.size());
 }
 
 TEST(HttpTransportTest, ErrorsReadLikeKubectl) {
@@ -661,6 +710,7 @@ TEST(HttpTransportStreamTest, ChunkedBodyArrivesIncrementallyThenEnds) {
   }
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
   EXPECT_EQ(got, body);
+  EXPECT_EQ(t->bytes_received(), body.size());
 }
 
 TEST(HttpTransportStreamTest, ErrorStatusIsReturnedFromStream) {

@@ -104,6 +104,7 @@ absl::StatusOr<ObjectList> ResourceClient::List(const ListOptions& options) {
   if (options_.metadata_only) req.accept = kAcceptMetadataList;
   absl::StatusOr<HttpResponse> resp = transport_->Do(req);
   if (!resp.ok()) return resp.status();
+  bytes_received_->fetch_add(resp->bytes_received, std::memory_order_relaxed);
   absl::StatusOr<ObjectList> list = DecodeList(resp->body, options_.transform);
   if (!list.ok()) {
     return absl::Status(
@@ -121,8 +122,8 @@ absl::StatusOr<std::unique_ptr<WatchStream>> ResourceClient::Watch(
   absl::StatusOr<std::unique_ptr<HttpStream>> body =
       transport_->Stream(req, options_.watch_idle_timeout);
   if (!body.ok()) return body.status();
-  return std::unique_ptr<WatchStream>(
-      new HttpWatchStream(*std::move(body), options_.transform, req.path));
+  return std::unique_ptr<WatchStream>(new HttpWatchStream(
+      *std::move(body), options_.transform, req.path, bytes_received_));
 }
 
 absl::StatusOr<std::string> ResourceClient::Create(absl::string_view json) {

@@ -13,6 +13,8 @@
 // Thread-safe: List, Watch, Create and Patch may run concurrently.
 // `transport` must outlive the client and its watch streams.
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -68,11 +70,22 @@ class ResourceClient final : public ListerWatcher {
 
   const ApiResource& resource() const { return resource_; }
 
+  // Response body bytes this client's lists and watches received so far
+  // (after content decoding; error bodies excluded). Thread-safe; monotonic.
+  // For the reflector's "bytes received" counter.
+  uint64_t bytes_received() const {
+    return bytes_received_->load(std::memory_order_relaxed);
+  }
+  uint64_t BytesReceived() const override { return bytes_received(); }
+
  private:
   HttpTransport* const transport_;
   const ApiResource resource_;
   const std::string namespace_;
   const ResourceClientOptions options_;
+  // Shared with watch streams, which may outlive the client.
+  const std::shared_ptr<std::atomic<uint64_t>> bytes_received_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 // Percent-encodes a query parameter value.

@@ -200,6 +200,43 @@ TEST_F(ResourceClientTest, WatchDecodesRecordedStreamThenEnds) {
             "allowWatchBookmarks=true&timeoutSeconds=6");
 }
 
+TEST_F(ResourceClientTest, BytesReceivedCountsListAndWatchBodiesOnly) {
+  const std::string list_body = Recorded("list-configmaps-limit2.json");
+  const std::string watch_body = Recorded("watch-configmaps.jsonl");
+  srv_.server().Get("/api/v1/namespaces/demo/configmaps",
+                    [&](const httplib::Request& req, httplib::Response& res) {
+                      if (req.has_param("watch")) {
+                        res.set_content(watch_body, "application/json");
+                      } else {
+                        res.set_content(list_body, "application/json");
+                      }
+                    });
+  srv_.server().Get("/api/v1/namespaces/other/configmaps",
+                    [&](const httplib::Request&, httplib::Response& res) {
+                      res.set_content(list_body, "application/json");
+                    });
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  ResourceClient other(transport_.get(), ConfigMaps(), "other");
+  EXPECT_EQ(client.bytes_received(), 0u);
+  ASSERT_TRUE(client.List(ListOptions()).ok());
+  EXPECT_EQ(client.bytes_received(), list_body.size());
+  {
+    auto watch = client.Watch(WatchOptions());
+    ASSERT_TRUE(watch.ok()) << watch.status();
+    WatchEvent ev;
+    while ((*watch)->Next(&ev).ok()) {
+    }
+  }
+  EXPECT_EQ(client.bytes_received(), list_body.size() + watch_body.size());
+  // Each client counts its own traffic; the transport counts everyone's.
+  ASSERT_TRUE(other.List(ListOptions()).ok());
+  EXPECT_EQ(other.bytes_received(), list_body.size());
+  EXPECT_EQ(client.bytes_received(), list_body.size() + watch_body.size());
+  EXPECT_EQ(transport_->bytes_received(),
+            2 * list_body.size() + watch_body.size());
+}
+
 TEST_F(ResourceClientTest, WatchErrorEventBecomesExpiredStatus) {
   ServeStream("/api/v1/configmaps", Recorded("watch-too-old-rv-410.jsonl"),
               1000);

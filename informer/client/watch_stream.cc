@@ -7,11 +7,13 @@
 namespace informer {
 namespace client {
 
-HttpWatchStream::HttpWatchStream(std::unique_ptr<HttpStream> body,
-                                 TransformOptions transform, std::string path)
+HttpWatchStream::HttpWatchStream(
+    std::unique_ptr<HttpStream> body, TransformOptions transform,
+    std::string path, std::shared_ptr<std::atomic<uint64_t>> bytes_received)
     : body_(std::move(body)),
       transform_(std::move(transform)),
-      path_(std::move(path)) {}
+      path_(std::move(path)),
+      bytes_received_(std::move(bytes_received)) {}
 
 absl::Status HttpWatchStream::Next(WatchEvent* event) {
   std::string line;
@@ -32,6 +34,9 @@ absl::Status HttpWatchStream::Next(WatchEvent* event) {
     chunk_.clear();
     absl::Status s = body_->Read(&chunk_);
     if (s.ok()) {
+      if (bytes_received_ != nullptr) {
+        bytes_received_->fetch_add(chunk_.size(), std::memory_order_relaxed);
+      }
       absl::Status appended = splitter_.Append(chunk_);
       if (!appended.ok()) final_ = appended;
       continue;

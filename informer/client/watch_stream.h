@@ -17,6 +17,7 @@
 //   other       the connection broke or a line did not decode.
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -32,8 +33,12 @@ namespace client {
 
 class HttpWatchStream final : public WatchStream {
  public:
-  HttpWatchStream(std::unique_ptr<HttpStream> body, TransformOptions transform,
-                  std::string path);
+  // `bytes_received`, when set, is advanced by every body byte read (shared
+  // so that it may outlive whichever of its owners goes first).
+  HttpWatchStream(
+      std::unique_ptr<HttpStream> body, TransformOptions transform,
+      std::string path,
+      std::shared_ptr<std::atomic<uint64_t>> bytes_received = nullptr);
 
   absl::Status Next(WatchEvent* event) override;
   void Stop() override;
@@ -42,6 +47,7 @@ class HttpWatchStream final : public WatchStream {
   const std::unique_ptr<HttpStream> body_;
   const TransformOptions transform_;
   const std::string path_;  // for error messages
+  const std::shared_ptr<std::atomic<uint64_t>> bytes_received_;
   std::atomic<bool> stopped_{false};
   LineSplitter splitter_;
   absl::Status final_;  // sticky once the stream failed or ended

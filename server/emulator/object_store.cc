@@ -18,6 +18,10 @@
 namespace emulator {
 namespace {
 
+// Bound on ObjectStore::remaining_after_ (about one entry per paged list
+// in flight).
+constexpr size_t kRemainingMemoEntries = 4096;
+
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
 absl::string_view View(const rapidjson::Value& v) {
@@ -649,6 +653,11 @@ absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
     token_rv = decoded->first;
     start = std::move(decoded->second);
   }
+  int64_t limit = req.limit;
+  if (options_.rv0_list_ignores_limit && !has_token &&
+      req.resource_version == "0" && req.resource_version_match != "Exact") {
+    limit = 0;
+  }
   int64_t requested_rv = 0;
   bool has_rv = !req.resource_version.empty() && req.resource_version != "0";
   if (has_rv && !absl::SimpleAtoi(req.resource_version, &requested_rv)) {
@@ -694,6 +703,18 @@ absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
                  : st->entries.lower_bound(absl::StrCat(req.ns, "0"));
   bool more = false;
   int64_t remaining = 0;
+  // The count after this page's start, when an earlier page computed it:
+  // then the scan stops at the end of this page.
+  absl::optional<int64_t> remaining_at_start;
+  auto memo_key = [&](int64_t rv, absl::string_view start_key) {
+    return absl::StrCat(reinterpret_cast<uintptr_t>(&r), "|", prefix, "|", rv,
+                        "|", start_key);
+  };
+  if (has_token && !selective && limit > 0) {
+    absl::MutexLock memo_lock(&remaining_mu_);
+    auto found = remaining_after_.find(memo_key(snapshot, start));
+    if (found != remaining_after_.end()) remaining_at_start = found->second;
+  }
   for (; it != end; ++it) {
     const auto& versions = it->second;
     const StoredObjectPtr* at = nullptr;
@@ -709,10 +730,14 @@ absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
         (!req.labels.Matches(o.labels) || !req.fields.Matches(o.fields))) {
       continue;
     }
-    if (req.limit > 0 &&
-        static_cast<int64_t>(result.items.size()) >= req.limit) {
+    if (limit > 0 && static_cast<int64_t>(result.items.size()) >= limit) {
       more = true;
       if (selective) break;
+      if (remaining_at_start.has_value()) {
+        remaining =
+            *remaining_at_start - static_cast<int64_t>(result.items.size());
+        break;
+      }
       ++remaining;
       continue;
     }
@@ -723,7 +748,14 @@ absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
     std::string relative = last_key.substr(prefix.size());
     relative.push_back('\0');
     result.continue_token = EncodeContinueToken(snapshot, relative);
-    if (!selective) result.remaining_item_count = remaining;
+    if (!selective) {
+      result.remaining_item_count = remaining;
+      absl::MutexLock memo_lock(&remaining_mu_);
+      if (remaining_after_.size() >= kRemainingMemoEntries) {
+        remaining_after_.clear();
+      }
+      remaining_after_[memo_key(snapshot, relative)] = remaining;
+    }
   }
   return result;
 }

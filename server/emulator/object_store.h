@@ -176,6 +176,10 @@ class ObjectStore {
     absl::Duration compaction_interval = absl::Minutes(5);
     size_t watcher_queue_limit = 1 << 20;
     informer::Clock* clock = informer::RealClock();
+    // Serve `resourceVersion=0` lists (without a continue token or
+    // resourceVersionMatch=Exact) whole, ignoring `limit`, as a v1.24
+    // kube-apiserver does when its watch cache answers them.
+    bool rv0_list_ignores_limit = false;
   };
 
   explicit ObjectStore(Options options);
@@ -307,6 +311,14 @@ class ObjectStore {
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);  // uids, generateName suffixes
   absl::flat_hash_map<const ResourceInfo*, std::unique_ptr<ResourceState>>
       states_ ABSL_GUARDED_BY(mu_);
+  // remainingItemCount after each continue token handed out, so that the
+  // next page need not count the rest of the list again (a snapshot's
+  // contents never change, so the count stays right). Keyed by resource,
+  // namespace prefix, snapshot RV and start key. List() holds mu_ only as
+  // a reader, hence the separate mutex. Bounded: cleared when full.
+  mutable absl::Mutex remaining_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  mutable absl::flat_hash_map<std::string, int64_t> remaining_after_
+      ABSL_GUARDED_BY(remaining_mu_);
 };
 
 // Watch-event text for one object: {"type":T,"object":{"kind":..,...}}\n.

@@ -254,6 +254,80 @@ TEST_F(ObjectStoreTest, PagingIsAConsistentSnapshot) {
   EXPECT_EQ(page3->resource_version, 5);
 }
 
+TEST_F(ObjectStoreTest, RemainingItemCountStaysRightOnEveryPage) {
+  for (int i = 0; i < 7; ++i) MustCreate("demo", absl::StrCat("cm-", i));
+  MustCreate("other", "cm-x");
+  ListRequest req;
+  req.ns = "demo";
+  req.limit = 2;
+  std::vector<int64_t> counts;
+  std::vector<std::string> names;
+  while (true) {
+    auto page = store_->List(cm_, req);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const auto& o : page->items) names.push_back(o->name);
+    if (page->continue_token.empty()) {
+      EXPECT_EQ(page->remaining_item_count, -1);
+      break;
+    }
+    counts.push_back(page->remaining_item_count);
+    // Writes between pages change neither the pages nor the counts.
+    MustCreate("demo", absl::StrCat("late-", counts.size()));
+    req.continue_token = page->continue_token;
+  }
+  EXPECT_EQ(counts, (std::vector<int64_t>{5, 3, 1}));
+  EXPECT_EQ(names.size(), 7u);
+  // The same token asked twice gets the same answer.
+  ListRequest again;
+  again.ns = "demo";
+  again.limit = 2;
+  auto first = store_->List(cm_, again);
+  ASSERT_TRUE(first.ok());
+  again.continue_token = first->continue_token;
+  auto second_a = store_->List(cm_, again);
+  auto second_b = store_->List(cm_, again);
+  ASSERT_TRUE(second_a.ok() && second_b.ok());
+  EXPECT_EQ(second_a->remaining_item_count, second_b->remaining_item_count);
+  EXPECT_EQ(second_a->remaining_item_count,
+            static_cast<int64_t>(first->remaining_item_count) - 2);
+}
+
+TEST_F(ObjectStoreTest, ResourceVersionZeroListPagesByDefault) {
+  for (int i = 0; i < 3; ++i) MustCreate("demo", absl::StrCat("cm-", i));
+  ListRequest req;
+  req.resource_version = "0";
+  req.limit = 2;
+  auto page = store_->List(cm_, req);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->items.size(), 2u);
+  EXPECT_FALSE(page->continue_token.empty());
+}
+
+TEST_F(ObjectStoreTest, ResourceVersionZeroListIgnoresLimitLikeAWatchCache) {
+  options_.rv0_list_ignores_limit = true;
+  store_ = std::make_unique<ObjectStore>(options_);
+  for (int i = 0; i < 3; ++i) MustCreate("demo", absl::StrCat("cm-", i));
+  ListRequest req;
+  req.resource_version = "0";
+  req.limit = 2;
+  auto whole = store_->List(cm_, req);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->items.size(), 3u);
+  EXPECT_TRUE(whole->continue_token.empty());
+  EXPECT_EQ(whole->remaining_item_count, -1);
+  EXPECT_EQ(whole->resource_version, 3);
+  // Any other resourceVersion, and RV=0 with match=Exact, still page.
+  req.resource_version = "";
+  EXPECT_EQ(store_->List(cm_, req)->items.size(), 2u);
+  req.resource_version = "3";
+  EXPECT_EQ(store_->List(cm_, req)->items.size(), 2u);
+  req.resource_version = "0";
+  req.resource_version_match = "Exact";
+  auto exact = store_->List(cm_, req);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->items.size(), 2u);
+}
+
 TEST_F(ObjectStoreTest, ContinueTokenExpiresAfterCompaction) {
   for (int i = 0; i < 3; ++i) MustCreate("demo", absl::StrCat("cm-", i));
   ListRequest req;

@@ -1,0 +1,566 @@
+#include "server/watch_stream.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "informer/clock.h"
+#include "informer/fake_source.h"
+#include "informer/index.h"
+#include "informer/object.h"
+#include "proto/informer/v1/informer.grpc.pb.h"
+#include "server/informer_registry.h"
+#include "server/informer_service.h"
+
+namespace server {
+namespace {
+
+namespace v1 = ::informer::v1;
+using Labels = informer::FakeSource::Labels;
+
+// Replays a stream's events into the client's view of the objects.
+struct ClientState {
+  std::map<std::string, std::string> objects;  // key -> json
+  std::vector<v1::Event> events;
+
+  void Apply(const v1::Event& e) {
+    events.push_back(e);
+    if (!e.has_object()) return;
+    auto obj = informer::Object::Parse(e.object().json());
+    ASSERT_TRUE(obj.ok()) << obj.status();
+    const std::string key = (*obj)->Key();
+    switch (e.type()) {
+      case v1::EVENT_TYPE_ADDED:
+        EXPECT_EQ(objects.count(key), 0u) << "ADDED twice: " << key;
+        objects[key] = e.object().json();
+        break;
+      case v1::EVENT_TYPE_MODIFIED:
+        EXPECT_EQ(objects.count(key), 1u) << "MODIFIED unknown: " << key;
+        objects[key] = e.object().json();
+        break;
+      case v1::EVENT_TYPE_DELETED:
+        EXPECT_EQ(objects.count(key), 1u) << "DELETED unknown: " << key;
+        objects.erase(key);
+        break;
+      default:
+        break;
+    }
+  }
+};
+
+class WatchStreamTest : public ::testing::Test {
+ protected:
+  void Start(WatchOptions watch = {}) {
+    ListerWatcherFactory factory = [this](const ResourceConfig&)
+        -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
+      auto source = std::make_unique<informer::FakeSource>();
+      source_ = source.get();
+      return source;
+    };
+    auto registry = InformerRegistry::Create(
+        {{.resource = "pods", .label_indexes = {"app"}}}, factory);
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    registry_ = *std::move(registry);
+    for (const auto& [ns, name, app] : seed_) {
+      ASSERT_TRUE(source_->Add(ns, name, Labels{{"app", app}}).ok());
+    }
+    ASSERT_TRUE(registry_->Start().ok());
+    entry_ = *registry_->Find("pods");
+    ASSERT_TRUE(entry_->informer->WaitForSync(absl::Seconds(30)));
+    InformerService::Options options;
+    options.watch = watch;
+    service_ =
+        std::make_unique<InformerService>(registry_.get(), options, &clock_);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::Informer::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) {
+      server_->Shutdown(std::chrono::system_clock::now());
+      server_->Wait();
+    }
+    service_.reset();
+    if (registry_ != nullptr) registry_->Stop();
+  }
+
+  struct Call {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader;
+  };
+
+  std::unique_ptr<Call> Open(v1::WatchRequest req) {
+    auto call = std::make_unique<Call>();
+    // A stuck stream fails the test instead of hanging it.
+    call->ctx.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(60));
+    call->reader = stub_->Watch(&call->ctx, req);
+    return call;
+  }
+
+  static v1::WatchRequest Pods() {
+    v1::WatchRequest req;
+    req.set_resource("pods");
+    return req;
+  }
+
+  // Reads one message into `state`; false when the stream ended.
+  static bool ReadOne(Call* call, ClientState* state,
+                      v1::WatchResponse* out = nullptr) {
+    v1::WatchResponse resp;
+    if (!call->reader->Read(&resp)) return false;
+    for (const v1::Event& e : resp.events()) state->Apply(e);
+    if (out != nullptr) *out = resp;
+    return true;
+  }
+
+  // Reads until INITIAL_STATE_DONE.
+  static void ReadInitial(Call* call, ClientState* state) {
+    while (true) {
+      ASSERT_TRUE(ReadOne(call, state));
+      if (state->events.back().type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) {
+        return;
+      }
+    }
+  }
+
+  // Reads until the client holds `n` more events than now.
+  static void ReadEvents(Call* call, ClientState* state, size_t n) {
+    const size_t want = state->events.size() + n;
+    while (state->events.size() < want) ASSERT_TRUE(ReadOne(call, state));
+  }
+
+  static grpc::Status Finish(Call* call) {
+    v1::WatchResponse resp;
+    while (call->reader->Read(&resp)) {
+    }
+    return call->reader->Finish();
+  }
+
+  std::map<std::string, std::string> SourceState() {
+    std::map<std::string, std::string> out;
+    for (const auto& [key, obj] : source_->Snapshot()) {
+      out[key] = std::string(obj->json());
+    }
+    return out;
+  }
+
+  struct Seed {
+    std::string ns, name, app;
+  };
+  std::vector<Seed> seed_ = {{"default", "a", "web"},
+                             {"default", "b", "db"},
+                             {"kube-system", "c", "web"}};
+  informer::FakeClock clock_;
+  informer::FakeSource* source_ = nullptr;
+  std::unique_ptr<InformerRegistry> registry_;
+  InformerEntry* entry_ = nullptr;
+  std::unique_ptr<InformerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Informer::Stub> stub_;
+};
+
+TEST_F(WatchStreamTest, InitialStateThenMarkerInOneMessage) {
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  v1::WatchResponse first;
+  ASSERT_TRUE(ReadOne(call.get(), &state, &first));
+  // Everything was queued before the first write: one message.
+  ASSERT_EQ(first.events_size(), 4);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(first.events(i).type(), v1::EVENT_TYPE_ADDED);
+    EXPECT_TRUE(first.events(i).initial());
+    EXPECT_FALSE(first.events(i).resume_token().empty());
+    EXPECT_FALSE(first.events(i).resource_version().empty());
+  }
+  EXPECT_EQ(first.events(3).type(), v1::EVENT_TYPE_INITIAL_STATE_DONE);
+  EXPECT_EQ(first.events(3).resource_version(),
+            entry_->informer->LastSyncResourceVersion());
+  EXPECT_EQ(state.objects, SourceState());
+}
+
+TEST_F(WatchStreamTest, NamespaceFilterLimitsInitialState) {
+  Start();
+  v1::WatchRequest req = Pods();
+  req.set_namespace_("kube-system");
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  ASSERT_EQ(state.objects.size(), 1u);
+  EXPECT_EQ(state.objects.begin()->first, "kube-system/c");
+  // Live events of other namespaces are not sent.
+  ASSERT_TRUE(source_->Add("default", "x").ok());
+  ASSERT_TRUE(source_->Add("kube-system", "y").ok());
+  ReadEvents(call.get(), &state, 1);
+  EXPECT_EQ(state.events.back().type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ(state.objects.count("kube-system/y"), 1u);
+  EXPECT_EQ(state.objects.count("default/x"), 0u);
+}
+
+TEST_F(WatchStreamTest, LiveEventsInOrderWithOldObject) {
+  Start();
+  v1::WatchRequest req = Pods();
+  req.set_send_old_object(true);
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const std::string a_before = state.objects["default/a"];
+  auto added = source_->Add("default", "n", Labels{{"app", "x"}});
+  ASSERT_TRUE(added.ok());
+  auto modified = source_->Modify("default", "a", Labels{{"app", "v2"}});
+  ASSERT_TRUE(modified.ok());
+  auto deleted = source_->Delete("default", "b");
+  ASSERT_TRUE(deleted.ok());
+  ReadEvents(call.get(), &state, 3);
+  const size_t base = state.events.size() - 3;
+  const v1::Event& e1 = state.events[base];
+  const v1::Event& e2 = state.events[base + 1];
+  const v1::Event& e3 = state.events[base + 2];
+  EXPECT_EQ(e1.type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_FALSE(e1.initial());
+  EXPECT_EQ(e1.resource_version(), (*added)->resource_version());
+  EXPECT_EQ(e2.type(), v1::EVENT_TYPE_MODIFIED);
+  EXPECT_EQ(e2.resource_version(), (*modified)->resource_version());
+  EXPECT_EQ(e2.old_object().json(), a_before);
+  EXPECT_EQ(e3.type(), v1::EVENT_TYPE_DELETED);
+  EXPECT_FALSE(e3.tombstone());
+  EXPECT_NE(e1.resume_token(), e3.resume_token());
+  EXPECT_EQ(state.objects, SourceState());
+}
+
+TEST_F(WatchStreamTest, DeleteInferredByRelistIsFlaggedTombstone) {
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  // Cut the informer off, delete while it cannot see, and drop the history:
+  // the informer only learns of the delete from its next list.
+  const absl::Status cut = absl::UnavailableError("cut");
+  source_->FailWatches(1 << 30, cut);
+  source_->FailLists(1 << 30, cut);
+  source_->BreakWatches(cut);
+  ASSERT_TRUE(source_->Delete("default", "b").ok());
+  source_->CompactHistory();
+  source_->FailLists(0, absl::OkStatus());
+  source_->FailWatches(0, absl::OkStatus());
+  ReadEvents(call.get(), &state, 1);
+  const v1::Event& e = state.events.back();
+  EXPECT_EQ(e.type(), v1::EVENT_TYPE_DELETED);
+  EXPECT_TRUE(e.tombstone());
+  EXPECT_TRUE(absl::StrContains(e.object().json(), R"("name":"b")"));
+  EXPECT_EQ(state.objects, SourceState());
+}
+
+TEST_F(WatchStreamTest, StructEncodingForInitialAndLiveEvents) {
+  Start();
+  v1::WatchRequest req = Pods();
+  req.set_encoding(v1::ENCODING_STRUCT);
+  req.set_send_old_object(true);
+  auto call = Open(req);
+  v1::WatchResponse first;
+  ASSERT_TRUE(call->reader->Read(&first));
+  ASSERT_EQ(first.events_size(), 4);
+  const auto name_of = [](const v1::Object& o) {
+    return o.struct_()
+        .fields()
+        .at("metadata")
+        .struct_value()
+        .fields()
+        .at("name")
+        .string_value();
+  };
+  EXPECT_TRUE(first.events(0).object().has_struct_());
+  EXPECT_EQ(name_of(first.events(0).object()), "a");
+  ASSERT_TRUE(source_->Modify("default", "a", Labels{{"app", "v2"}}).ok());
+  v1::WatchResponse live;
+  ASSERT_TRUE(call->reader->Read(&live));
+  ASSERT_EQ(live.events_size(), 1);
+  EXPECT_EQ(live.events(0).type(), v1::EVENT_TYPE_MODIFIED);
+  EXPECT_EQ(name_of(live.events(0).object()), "a");
+  EXPECT_EQ(name_of(live.events(0).old_object()), "a");
+  EXPECT_NE(live.events(0).object().DebugString(),
+            live.events(0).old_object().DebugString());
+}
+
+TEST_F(WatchStreamTest, OneEventReachesEveryMatchingStream) {
+  Start();
+  auto all = Open(Pods());
+  v1::WatchRequest web_req = Pods();
+  web_req.set_label_selector("app=web");
+  auto web = Open(web_req);
+  v1::WatchRequest db_req = Pods();
+  db_req.set_label_selector("app=db");
+  auto db = Open(db_req);
+  ClientState all_state, web_state, db_state;
+  ReadInitial(all.get(), &all_state);
+  ReadInitial(web.get(), &web_state);
+  ReadInitial(db.get(), &db_state);
+  service_->watch_hub().WaitForOpenStreams(3);
+  ASSERT_TRUE(source_->Add("default", "w2", Labels{{"app", "web"}}).ok());
+  ASSERT_TRUE(source_->Add("default", "d2", Labels{{"app", "db"}}).ok());
+  ReadEvents(all.get(), &all_state, 2);
+  ReadEvents(web.get(), &web_state, 1);
+  ReadEvents(db.get(), &db_state, 1);
+  EXPECT_EQ(all_state.objects, SourceState());
+  EXPECT_EQ(web_state.objects.count("default/w2"), 1u);
+  EXPECT_EQ(web_state.objects.count("default/d2"), 0u);
+  EXPECT_EQ(db_state.objects.count("default/d2"), 1u);
+  EXPECT_EQ(db_state.objects.count("default/w2"), 0u);
+}
+
+TEST_F(WatchStreamTest, LabelSelectorEnterAndLeave) {
+  Start();
+  v1::WatchRequest req = Pods();
+  req.set_label_selector("app in (web)");
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  EXPECT_EQ(state.objects.size(), 2u);  // a and c
+  ASSERT_TRUE(source_->Modify("default", "b", Labels{{"app", "web"}}).ok());
+  ReadEvents(call.get(), &state, 1);
+  EXPECT_EQ(state.events.back().type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ(state.objects.count("default/b"), 1u);
+  ASSERT_TRUE(source_->Modify("default", "a", Labels{{"app", "db"}}).ok());
+  ReadEvents(call.get(), &state, 1);
+  EXPECT_EQ(state.events.back().type(), v1::EVENT_TYPE_DELETED);
+  EXPECT_EQ(state.objects.count("default/a"), 0u);
+  EXPECT_EQ(state.objects.size(), 2u);  // b and c
+}
+
+TEST_F(WatchStreamTest, IndexFilter) {
+  Start();
+  v1::WatchRequest req = Pods();
+  req.set_index_name(informer::LabelIndexName("app"));
+  req.set_index_value("db");
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  ASSERT_EQ(state.objects.size(), 1u);
+  EXPECT_EQ(state.objects.count("default/b"), 1u);
+  ASSERT_TRUE(source_->Add("default", "d", Labels{{"app", "web"}}).ok());
+  ASSERT_TRUE(source_->Add("default", "e", Labels{{"app", "db"}}).ok());
+  ReadEvents(call.get(), &state, 1);
+  EXPECT_EQ(state.events.back().type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ(state.objects.count("default/e"), 1u);
+  EXPECT_EQ(state.objects.count("default/d"), 0u);
+}
+
+TEST_F(WatchStreamTest, EventsQueuedDuringAWriteGoOutInOneMessage) {
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const uint64_t before = service_->watch_hub().events();
+  service_->watch_hub().SetWritesPaused(true);
+  ASSERT_TRUE(source_->Add("default", "p1").ok());
+  ASSERT_TRUE(source_->Add("default", "p2").ok());
+  ASSERT_TRUE(source_->Modify("default", "p1", Labels{{"k", "v"}}).ok());
+  service_->watch_hub().WaitForEvents(before + 3);
+  service_->watch_hub().SetWritesPaused(false);
+  v1::WatchResponse resp;
+  ASSERT_TRUE(ReadOne(call.get(), &state, &resp));
+  ASSERT_EQ(resp.events_size(), 3);
+  // Per object, in the informer's order (its DeltaFIFO may hand over p1's
+  // add and update together, before or after p2's add).
+  std::map<std::string, std::vector<v1::EventType>> by_name;
+  for (const v1::Event& e : resp.events()) {
+    auto obj = informer::Object::Parse(e.object().json());
+    ASSERT_TRUE(obj.ok());
+    by_name[std::string((*obj)->name())].push_back(e.type());
+  }
+  EXPECT_EQ(by_name["p1"], (std::vector<v1::EventType>{
+                               v1::EVENT_TYPE_ADDED, v1::EVENT_TYPE_MODIFIED}));
+  EXPECT_EQ(by_name["p2"], (std::vector<v1::EventType>{v1::EVENT_TYPE_ADDED}));
+  EXPECT_EQ(state.objects, SourceState());
+}
+
+TEST_F(WatchStreamTest, SlowReaderCoalescesWithinBoundAndConverges) {
+  Start({.max_queue = 8, .max_pending_keys = 100});
+  v1::WatchRequest req = Pods();
+  req.set_send_old_object(true);
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const std::string a_sent = state.objects["default/a"];
+  const uint64_t before = service_->watch_hub().events();
+  service_->watch_hub().SetWritesPaused(true);
+  uint64_t n = 0;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(source_
+                    ->Modify("default", "a",
+                             Labels{{"app", "web"}, {"i", absl::StrCat(i)}})
+                    .ok());
+    ASSERT_TRUE(source_
+                    ->Modify("kube-system", "c",
+                             Labels{{"app", "web"}, {"i", absl::StrCat(i)}})
+                    .ok());
+    n += 2;
+  }
+  // Added then deleted, never sent: vanishes.
+  ASSERT_TRUE(source_->Add("default", "ghost").ok());
+  ASSERT_TRUE(source_->Delete("default", "ghost").ok());
+  // Deleted then re-created (new UID): stays a DELETED and an ADDED.
+  ASSERT_TRUE(source_->Delete("default", "b").ok());
+  ASSERT_TRUE(source_->Add("default", "b", Labels{{"app", "db2"}}).ok());
+  n += 4;
+  service_->watch_hub().WaitForEvents(before + n);
+  EXPECT_LE(service_->watch_hub().peak_pending(), 8u);
+  service_->watch_hub().SetWritesPaused(false);
+  const size_t first_live = state.events.size();
+  while (state.objects != SourceState()) {
+    ASSERT_TRUE(ReadOne(call.get(), &state));
+  }
+  std::vector<v1::Event> live(state.events.begin() + first_live,
+                              state.events.end());
+  // At most one MODIFIED per object, whose old object is what was sent.
+  int modified_a = 0, deleted_b = 0, added_b = 0;
+  for (const v1::Event& e : live) {
+    EXPECT_EQ(e.object().json().find("ghost"), std::string::npos);
+    if (e.type() == v1::EVENT_TYPE_MODIFIED &&
+        absl::StrContains(e.object().json(), R"("name":"a")")) {
+      ++modified_a;
+      EXPECT_EQ(e.old_object().json(), a_sent);
+    }
+    if (absl::StrContains(e.object().json(), R"("name":"b")")) {
+      if (e.type() == v1::EVENT_TYPE_DELETED) ++deleted_b;
+      if (e.type() == v1::EVENT_TYPE_ADDED) ++added_b;
+    }
+  }
+  EXPECT_EQ(modified_a, 1);
+  EXPECT_EQ(deleted_b, 1);
+  EXPECT_EQ(added_b, 1);
+  EXPECT_LT(live.size(), 10u);
+}
+
+TEST_F(WatchStreamTest, ResourceExhaustedPastHardCap) {
+  Start({.max_queue = 8, .max_pending_keys = 4});
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const uint64_t before = service_->watch_hub().events();
+  service_->watch_hub().SetWritesPaused(true);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(source_->Add("default", absl::StrCat("many-", i)).ok());
+  }
+  service_->watch_hub().WaitForEvents(before + 20);
+  service_->watch_hub().SetWritesPaused(false);
+  grpc::Status st = Finish(call.get());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "resume_token"))
+      << st.error_message();
+  service_->watch_hub().WaitForOpenStreams(0);
+}
+
+TEST_F(WatchStreamTest, ForeignResumeTokenGetsResetThenFreshState) {
+  Start();
+  v1::WatchRequest req = Pods();
+  req.set_resume_token(absl::WebSafeBase64Escape("w1/another-run/42"));
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  ASSERT_GE(state.events.size(), 2u);
+  EXPECT_EQ(state.events.front().type(), v1::EVENT_TYPE_RESET);
+  EXPECT_EQ(state.events.back().type(), v1::EVENT_TYPE_INITIAL_STATE_DONE);
+  EXPECT_EQ(state.objects, SourceState());
+}
+
+TEST_F(WatchStreamTest, RequestErrors) {
+  Start();
+  {
+    v1::WatchRequest req = Pods();
+    req.set_resource("widgets");
+    auto call = Open(req);
+    grpc::Status st = Finish(call.get());
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_TRUE(absl::StrContains(st.error_message(), "pods"));
+  }
+  {
+    v1::WatchRequest req = Pods();
+    req.set_label_selector("app in (");
+    auto call = Open(req);
+    EXPECT_EQ(Finish(call.get()).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    v1::WatchRequest req = Pods();
+    req.set_index_name("nope");
+    auto call = Open(req);
+    EXPECT_EQ(Finish(call.get()).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    v1::WatchRequest req = Pods();
+    req.set_resume_token("%%%");
+    auto call = Open(req);
+    EXPECT_EQ(Finish(call.get()).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+}
+
+TEST_F(WatchStreamTest, CancellationRemovesTheStream) {
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  auto streams = [this] {
+    grpc::ClientContext ctx;
+    v1::ListResourcesResponse resp;
+    EXPECT_TRUE(
+        stub_->ListResources(&ctx, v1::ListResourcesRequest(), &resp).ok());
+    return resp.resources(0).streams();
+  };
+  EXPECT_EQ(streams(), 1);
+  call->ctx.TryCancel();
+  EXPECT_EQ(Finish(call.get()).error_code(), grpc::StatusCode::CANCELLED);
+  service_->watch_hub().WaitForOpenStreams(0);
+  EXPECT_EQ(streams(), 0);
+}
+
+TEST_F(WatchStreamTest, QuietStreamGetsBookmark) {
+  Start({.bookmark_interval = absl::Seconds(10)});
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  v1::WatchResponse resp;
+  bool read_ok = false;
+  absl::Notification got;
+  std::thread reader([&] {
+    read_ok = ReadOne(call.get(), &state, &resp);
+    got.Notify();
+  });
+  // The ticker skips a stream whose last write has not completed yet, so
+  // keep advancing time (one tick at a time) until the bookmark arrives.
+  for (int i = 0; i < 100 && !got.HasBeenNotified(); ++i) {
+    clock_.WaitForWaiters(1);  // the bookmark ticker
+    clock_.Advance(absl::Seconds(10));
+  }
+  reader.join();
+  ASSERT_TRUE(read_ok);
+  ASSERT_EQ(resp.events_size(), 1);
+  EXPECT_EQ(resp.events(0).type(), v1::EVENT_TYPE_BOOKMARK);
+  EXPECT_EQ(resp.events(0).resource_version(),
+            entry_->informer->LastSyncResourceVersion());
+  EXPECT_FALSE(resp.events(0).resume_token().empty());
+  EXPECT_FALSE(resp.events(0).has_object());
+}
+
+}  // namespace
+}  // namespace server
