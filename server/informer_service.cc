@@ -2,7 +2,6 @@
 
 #include <glog/logging.h>
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <utility>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "informer/index.h"
+#include "server/grpc_conversions.h"
 #include "server/label_selector.h"
 
 namespace server {
@@ -28,22 +28,6 @@ constexpr int64_t kPageOverheadBytes = 1024;
 std::string NewRunId() {
   absl::BitGen gen;
   return absl::StrCat(absl::Hex(absl::Uniform<uint64_t>(gen)));
-}
-
-absl::Status EncodeObject(const informer::Object& obj, v1::Encoding encoding,
-                          v1::Object* out) {
-  if (encoding == v1::ENCODING_STRUCT) {
-    google::protobuf::util::JsonParseOptions options;
-    auto status = google::protobuf::util::JsonStringToMessage(
-        std::string(obj.json()), out->mutable_struct_(), options);
-    if (!status.ok()) {
-      return absl::InternalError(absl::StrCat(
-          "cannot convert ", obj.Key(), " to a Struct: ", status.ToString()));
-    }
-    return absl::OkStatus();
-  }
-  out->set_json(std::string(obj.json()));
-  return absl::OkStatus();
 }
 
 absl::Status EncodeAll(const std::vector<informer::ObjectPtr>& objects,
@@ -114,12 +98,6 @@ absl::StatusOr<ContinueToken> DecodeToken(absl::string_view text) {
 }
 
 }  // namespace
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
 
 InformerService::InformerService(InformerRegistry* registry, Options options,
                                  informer::Clock* clock)

@@ -18,13 +18,11 @@
 #include "informer/clock.h"
 #include "informer/object.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
+#include "server/grpc_conversions.h"
 #include "server/informer_registry.h"
 #include "server/watch_stream.h"
 
 namespace server {
-
-// Converts at the gRPC boundary (absl and gRPC share code numbers).
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // InformerService serves the unary queries of informer.v1.Informer (Get,
 // List, ByIndex, ListIndexValues, ListResources) from the registry's

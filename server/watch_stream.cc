@@ -1,7 +1,6 @@
 #include "server/watch_stream.h"
 
 #include <glog/logging.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <deque>
@@ -18,6 +17,7 @@
 #include "informer/index.h"
 #include "informer/object.h"
 #include "informer/shared_informer.h"
+#include "server/grpc_conversions.h"
 #include "server/label_selector.h"
 
 namespace server {
@@ -42,22 +42,6 @@ absl::StatusOr<std::string> DecodeResumeRunId(absl::string_view token) {
     return bad;
   }
   return std::string(parts[1]);
-}
-
-absl::Status EncodeObject(const informer::Object& obj, v1::Encoding encoding,
-                          v1::Object* out) {
-  if (encoding == v1::ENCODING_STRUCT) {
-    google::protobuf::util::JsonParseOptions options;
-    auto status = google::protobuf::util::JsonStringToMessage(
-        std::string(obj.json()), out->mutable_struct_(), options);
-    if (!status.ok()) {
-      return absl::InternalError(absl::StrCat(
-          "cannot convert ", obj.Key(), " to a Struct: ", status.ToString()));
-    }
-    return absl::OkStatus();
-  }
-  out->set_json(std::string(obj.json()));
-  return absl::OkStatus();
 }
 
 // One state of an object, shared by every stream it goes to: converted to
@@ -101,8 +85,7 @@ bool Same(const SharedPtr& a, const SharedPtr& b) {
 class ErrorReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
  public:
   explicit ErrorReactor(const absl::Status& status) {
-    Finish(grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                        std::string(status.message())));
+    Finish(ToGrpcStatus(status));
   }
   void OnDone() override { delete this; }
 };
@@ -416,8 +399,7 @@ class WatchStreamReactor final
     pending_.clear();
     view_.clear();
     sent_.clear();
-    end_status_ = grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                               std::string(status.message()));
+    end_status_ = ToGrpcStatus(status);
     FinishIfIdleLocked();
   }
 
