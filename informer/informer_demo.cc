@@ -26,6 +26,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "informer/client/kube_client.h"
+#include "informer/event_printer.h"
 #include "informer/fake_source.h"
 #include "informer/index.h"
 #include "informer/logging.h"
@@ -53,31 +54,6 @@ namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
 
-class PrintingHandler : public informer::ResourceEventHandler {
- public:
-  void OnAdd(const informer::ObjectPtr& obj, bool initial) override {
-    std::printf("ADDED    %-20s rv=%-6s %s\n", obj->Key().c_str(),
-                std::string(obj->resource_version()).c_str(),
-                initial ? "(initial list)" : "");
-    std::fflush(stdout);
-  }
-  void OnUpdate(const informer::ObjectPtr& old_obj,
-                const informer::ObjectPtr& new_obj) override {
-    const bool sync = old_obj->resource_version() == new_obj->resource_version();
-    std::printf("%s %-20s rv=%s->%s\n", sync ? "SYNC    " : "MODIFIED",
-                new_obj->Key().c_str(),
-                std::string(old_obj->resource_version()).c_str(),
-                std::string(new_obj->resource_version()).c_str());
-    std::fflush(stdout);
-  }
-  void OnDelete(const informer::ObjectPtr& obj, bool unknown) override {
-    std::printf("DELETED  %-20s rv=%-6s %s\n", obj->Key().c_str(),
-                std::string(obj->resource_version()).c_str(),
-                unknown ? "(tombstone: inferred by relist)" : "");
-    std::fflush(stdout);
-  }
-};
-
 absl::Time Deadline() {
   return absl::GetFlag(FLAGS_duration) > absl::ZeroDuration()
              ? absl::Now() + absl::GetFlag(FLAGS_duration)
@@ -103,7 +79,7 @@ int RunAgainstCluster(const informer::client::RestConfig& config) {
   informer::SharedIndexInformer::Options opts;
   opts.name = resource;
   informer::SharedIndexInformer informer(lw->get(), opts);
-  PrintingHandler printer;
+  informer::EventPrinter printer(stdout);
   if (!informer.AddEventHandler(&printer).ok() || !informer.Start().ok()) {
     LOG(ERROR) << "cannot start the informer";
     return 1;
@@ -166,7 +142,7 @@ int main(int argc, char** argv) {
   opts.indexers[informer::FieldIndexName("spec.nodeName")] =
       informer::FieldIndexFunc("spec.nodeName");
   informer::SharedIndexInformer pods(&source, opts);
-  PrintingHandler printer;
+  informer::EventPrinter printer(stdout);
   informer::HandlerOptions handler_opts;
   handler_opts.resync_period = absl::Seconds(30);
   if (!pods.AddEventHandler(&printer, handler_opts).ok() ||

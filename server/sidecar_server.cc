@@ -17,16 +17,23 @@ SidecarServer::SidecarServer(InformerRegistry* registry,
     : registry_(registry), service_(registry, options) {}
 
 absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
-    InformerRegistry* registry, absl::string_view listen,
-    InformerService::Options options) {
-  std::unique_ptr<SidecarServer> sidecar(new SidecarServer(registry, options));
+    InformerRegistry* registry, absl::string_view listen, Options options) {
+  std::unique_ptr<SidecarServer> sidecar(
+      new SidecarServer(registry, options.informer));
   // Both are process-wide switches read by every later ServerBuilder.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(std::string(listen),
-                           grpc::InsecureServerCredentials(), &sidecar->port_);
+                           options.credentials != nullptr
+                               ? options.credentials
+                               : grpc::InsecureServerCredentials(),
+                           &sidecar->port_);
   builder.RegisterService(&sidecar->service_);
+  for (grpc::Service* service : options.services) {
+    builder.RegisterService(service);
+  }
+  for (const auto& configure : options.configure) configure(builder);
   sidecar->server_ = builder.BuildAndStart();
   if (sidecar->server_ == nullptr) {
     return absl::UnavailableError(

@@ -3,10 +3,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,11 +34,36 @@ namespace server {
 // registry must outlive the server. Destruction shuts down and joins.
 class SidecarServer {
  public:
+  // How the server is built. Services of other issues (work queues, events)
+  // and operational settings (credentials, keepalive, limits, interceptors)
+  // plug in here so that main.cc stays a list of wiring steps.
+  struct Options {
+    InformerService::Options informer;
+    // More services to serve; not owned, must outlive the server.
+    std::vector<grpc::Service*> services;
+    // Listening credentials; null means insecure (loopback/unix default).
+    std::shared_ptr<grpc::ServerCredentials> credentials;
+    // Called on the builder before BuildAndStart (channel arguments,
+    // message size limits, keepalive, interceptors...).
+    std::vector<std::function<void(grpc::ServerBuilder&)>> configure;
+  };
+
   // Binds `listen` ("host:port", port 0 picks one; or "unix:/path") and
   // starts serving. Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<SidecarServer>> Start(
       InformerRegistry* registry, absl::string_view listen,
-      InformerService::Options options = {});
+      Options options);
+  static absl::StatusOr<std::unique_ptr<SidecarServer>> Start(
+      InformerRegistry* registry, absl::string_view listen,
+      InformerService::Options options = {}) {
+    Options all;
+    all.informer = std::move(options);
+    return Start(registry, listen, std::move(all));
+  }
+
+  // The Informer service (for wiring, e.g. metrics).
+  InformerService& informer_service() { return service_; }
+  grpc::Server* grpc_server() { return server_.get(); }
 
   ~SidecarServer();
   SidecarServer(const SidecarServer&) = delete;
