@@ -7,9 +7,12 @@ namespace informer {
 
 void EventPrinter::Print(const char* type, const ObjectPtr& obj,
                          const std::string& rv, const char* note) {
-  const std::string line = absl::StrFormat(
-      "%-8s %s%-32s rv=%-12s%s\n", type,
-      label_.empty() ? "" : absl::StrCat(label_, " "), obj->Key(), rv, note);
+  const std::string line =
+      label_.empty()
+          ? absl::StrFormat("%-8s %-32s rv=%-12s%s\n", type, obj->Key(), rv,
+                            note)
+          : absl::StrFormat("%-8s %-16s %-32s rv=%-12s%s\n", type, label_,
+                            obj->Key(), rv, note);
   absl::MutexLock lock(&mu_);
   std::fputs(line.c_str(), out_);
   std::fflush(out_);

@@ -54,12 +54,12 @@ TEST_F(EventPrinterTest, OneLinePerNotificationWithIdentityOnly) {
   printer.OnDelete(Pod("web-2", "11"), /*final_state_unknown=*/true);
   const std::string out = Output();
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 5) << out;
-  EXPECT_THAT(out, HasSubstr("ADDED    pods default/web-1"));
+  EXPECT_THAT(out, HasSubstr("ADDED    pods             default/web-1"));
   EXPECT_THAT(out, HasSubstr("(initial list)"));
-  EXPECT_THAT(out, HasSubstr("MODIFIED pods default/web-1"));
+  EXPECT_THAT(out, HasSubstr("MODIFIED pods             default/web-1"));
   EXPECT_THAT(out, HasSubstr("rv=10->12"));
-  EXPECT_THAT(out, HasSubstr("SYNC     pods default/web-1"));
-  EXPECT_THAT(out, HasSubstr("DELETED  pods default/web-2"));
+  EXPECT_THAT(out, HasSubstr("SYNC     pods             default/web-1"));
+  EXPECT_THAT(out, HasSubstr("DELETED  pods             default/web-2"));
   EXPECT_THAT(out, HasSubstr("(tombstone: inferred by a relist)"));
   // Never object contents: caches may hold Secrets.
   EXPECT_THAT(out, Not(HasSubstr("hunter2")));

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "informer/client/kube_client.h"
 #include "informer/client/kubeconfig.h"
+#include "informer/event_printer.h"
 #include "informer/logging.h"
 #include "server/emulator/emulator.h"
 #include "server/informer_registry.h"
@@ -45,6 +46,11 @@ ABSL_FLAG(std::string, namespace, "",
           "Namespace the informers watch (default: all namespaces).");
 ABSL_FLAG(std::string, grpc_listen, "127.0.0.1:50051",
           "gRPC listen address: host:port, or unix:/path/to/socket.");
+ABSL_FLAG(std::string, print_events, "auto",
+          "Print one line per informer notification to stdout (type, "
+          "resource, namespace/name, resourceVersion; never object "
+          "contents): \"true\", \"false\", or \"auto\" = only in demo "
+          "mode, so a newcomer sees events stream.");
 ABSL_FLAG(bool, demo, false,
           "Run the in-process demo cluster (the API server emulator seeded "
           "with namespaces, pods, deployments and configmaps that change "
@@ -190,6 +196,25 @@ int Run() {
             << ((*sidecar)->port() > 0
                     ? " (port " + std::to_string((*sidecar)->port()) + ")"
                     : "");
+  // Demo mode prints the notifications so the run command shows events.
+  const std::string print_events = absl::GetFlag(FLAGS_print_events);
+  std::vector<std::unique_ptr<informer::EventPrinter>> printers;
+  if (print_events == "true" || (print_events == "auto" && demo != nullptr)) {
+    for (const auto& entry : (*registry)->entries()) {
+      printers.push_back(std::make_unique<informer::EventPrinter>(
+          stdout, entry->config.resource));
+      if (absl::Status st =
+              entry->informer->AddEventHandler(printers.back().get()).status();
+          !st.ok()) {
+        LOG(ERROR) << "informer_sidecar: " << st;
+        return 1;
+      }
+    }
+  } else if (print_events != "false" && print_events != "auto") {
+    LOG(ERROR) << "informer_sidecar: --print_events must be true, false or "
+                  "auto, not \"" << print_events << "\"";
+    return 1;
+  }
   if (absl::Status st = (*registry)->Start(); !st.ok()) {
     LOG(ERROR) << "informer_sidecar: " << st;
     return 1;
