@@ -19,6 +19,7 @@
 #include "glog/logging.h"
 #include "httplib.h"
 #include "server/emulator/api_status.h"
+#include "server/emulator/load_generator.h"
 #include "server/emulator/patch.h"
 #include "server/emulator/selector.h"
 #include "server/emulator/tls_certs.h"
@@ -817,6 +818,25 @@ void Emulator::HandleControl(const httplib::Request& req,
           res, FromStoreError(obj.status(), Resource("configmaps"), name));
     }
     return ReplyJson(res, 201, ObjectJson(Resource("configmaps"), **obj, true));
+  }
+  if (op == "load") {
+    // Blocks for the whole run (benchmarks call it from their own thread).
+    LoadSpec spec;
+    std::string ns = req.get_param_value("namespace");
+    if (!ns.empty()) spec.ns = ns;
+    spec.objects = int_param("objects", spec.objects);
+    spec.object_bytes = int_param("bytes", spec.object_bytes);
+    spec.rate = int_param("rate", static_cast<int>(spec.rate));
+    spec.duration = absl::Milliseconds(int_param("millis", 10000));
+    absl::StatusOr<LoadReport> report =
+        RunLoad(*store_, *registry_, spec, options_.clock);
+    if (!report.ok()) {
+      return ReplyStatus(res, BadRequestStatus(report.status().ToString()));
+    }
+    return ReplyJson(
+        res, 200,
+        absl::StrCat("{\"updates\":", report->updates, ",\"seconds\":",
+                     absl::ToDoubleSeconds(report->elapsed), "}"));
   }
   if (op == "watchers") {
     int min = int_param("min", 0);

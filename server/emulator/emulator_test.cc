@@ -388,6 +388,25 @@ TEST_F(EmulatorTest, MetadataOnlyListHasTheCapturedShape) {
   EXPECT_FALSE(item.HasMember("data"));
 }
 
+TEST_F(EmulatorTest, LoadEndpointCreatesStampedObjectsAndReports) {
+  Start();
+  auto res = Client().Post(
+      "/_emulator/load?namespace=bench&objects=3&bytes=1024&millis=0", "",
+      "text/plain");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  auto report = Json(res->body);
+  EXPECT_EQ(report["updates"].GetInt(), 0);
+  auto list = Client().Get("/api/v1/namespaces/bench/configmaps");
+  ASSERT_TRUE(list);
+  auto items = Json(list->body);
+  ASSERT_EQ(items["items"].Size(), 3u);
+  EXPECT_TRUE(items["items"][0]["data"].HasMember("sent"));
+  auto bad = Client().Post("/_emulator/load?objects=0", "", "text/plain");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+}
+
 TEST_F(EmulatorTest, LargeListIsStreamedIntact) {
   EmulatorOptions o;
   o.seed_pods = 300;  // ~1.8 MB: above the inline limit

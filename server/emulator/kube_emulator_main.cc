@@ -18,6 +18,9 @@
 //   /_emulator/large_object?namespace=ns&name=n&bytes=B  a >1 MiB object POST
 //   /_emulator/restart                            compact + drop watches POST
 //   /_emulator/compact                            expire old RVs/tokens POST
+//   /_emulator/load?namespace=bench&objects=100&bytes=1024&rate=1000&millis=10000
+//       paced ConfigMap updates stamped with data.sent (monotonic ns); blocks
+//       until done and answers {"updates":N,"seconds":S}
 //   /_emulator/clear_faults GET
 //   /_emulator/watchers?resource=pods&min=N&timeout_ms=T  wait for watches GET
 //   /_emulator/state?resource=pods                keys and RVs
