@@ -11,14 +11,14 @@
 namespace emulator {
 namespace {
 
-std::string ConfigMapJson(absl::string_view ns, absl::string_view name,
-                          int64_t sent, int object_bytes) {
-  std::string json = absl::StrCat(
+std::string ConfigMapJson(absl::string_view ns, int index, int64_t sent,
+                          int object_bytes) {
+  // Label "group" has ten objects per value, for ByIndex benchmarks.
+  std::string json = absl::StrFormat(
       "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":"
-      "\"",
-      name, "\",\"namespace\":\"", ns,
-      "\",\"labels\":{\"load\":\"true\"}},\"data\":{\"sent\":\"", sent,
-      "\",\"payload\":\"");
+      "\"load-%05d\",\"namespace\":\"%s\",\"labels\":{\"load\":\"true\","
+      "\"group\":\"g-%05d\"}},\"data\":{\"sent\":\"%d\",\"payload\":\"",
+      index, ns, index / 10, sent);
   // The server adds uid, resourceVersion and creationTimestamp (~150 bytes).
   const size_t target = static_cast<size_t>(std::max(object_bytes, 0));
   const size_t used = json.size() + 4 + 150;
@@ -65,10 +65,9 @@ absl::StatusOr<LoadReport> RunLoad(ObjectStore& store,
   for (int i = 0; i < spec.objects; ++i) {
     names.push_back(absl::StrFormat("load-%05d", i));
     if (store.Get(*configmaps, spec.ns, names.back()).ok()) continue;
-    absl::StatusOr<StoredObjectPtr> created =
-        store.Create(*configmaps, spec.ns,
-                     ConfigMapJson(spec.ns, names.back(), MonotonicNanos(),
-                                   spec.object_bytes));
+    absl::StatusOr<StoredObjectPtr> created = store.Create(
+        *configmaps, spec.ns,
+        ConfigMapJson(spec.ns, i, MonotonicNanos(), spec.object_bytes));
     if (!created.ok()) return created.status();
   }
   LoadReport report;
@@ -79,10 +78,10 @@ absl::StatusOr<LoadReport> RunLoad(ObjectStore& store,
     const int64_t due = static_cast<int64_t>(
         spec.rate * absl::ToDoubleSeconds(now - start) + 1e-9);
     while (report.updates < due) {
-      const std::string& name = names[report.updates % names.size()];
+      const int index = static_cast<int>(report.updates % names.size());
       absl::StatusOr<StoredObjectPtr> updated = store.Update(
-          *configmaps, spec.ns, name,
-          ConfigMapJson(spec.ns, name, MonotonicNanos(), spec.object_bytes));
+          *configmaps, spec.ns, names[index],
+          ConfigMapJson(spec.ns, index, MonotonicNanos(), spec.object_bytes));
       if (!updated.ok()) return updated.status();
       ++report.updates;
     }

@@ -1,0 +1,464 @@
+// End-to-end fan-out benchmark (issue 6): latency from an API server write to
+// its receipt by gRPC Watch subscribers of the real sidecar, and the
+// sidecar's CPU; then Get and ByIndex latency and throughput over gRPC on a
+// large cache.
+//
+//   bazel run -c opt //integration_tests:fanout_bench -- \
+//       --scenarios=1000x1,1000x10,1000x100,10000x1,10000x10,2500x100
+//
+// Three processes share the machine: the API server emulator (the writer:
+// /_emulator/load stamps each ConfigMap with its CLOCK_MONOTONIC write time),
+// the informer_sidecar (list+watch through libcurl, fan-out to the gRPC
+// streams) and this binary (the subscribers, on gRPC's callback API). A
+// scenario "RATExSTREAMS" writes RATE updates/s of ~1 KiB ConfigMaps
+// (round-robin over --objects) for --duration to STREAMS Watch streams.
+// Latency = receipt time - the object's write stamp, over every MODIFIED event
+// every stream received. "delivered" is received / (updates x streams):
+// below 100% when slow streams coalesced updates of the same object (by
+// design: memory stays bounded by objects, not events).
+
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "integration_tests/emulator_process.h"
+#include "integration_tests/sidecar_process.h"
+#include "proto/informer/v1/informer.grpc.pb.h"
+
+ABSL_FLAG(std::string, scenarios,
+          "1000x1,1000x10,1000x100,10000x1,10000x10,2500x100",
+          "Comma-separated RATExSTREAMS fan-out scenarios (empty: none).");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10),
+          "How long each fan-out scenario writes.");
+ABSL_FLAG(int, objects, 1000, "Distinct objects the writes cycle over.");
+ABSL_FLAG(int, object_bytes, 1024, "Approximate JSON size of each object.");
+ABSL_FLAG(int, get_objects, 100000,
+          "Objects cached for the Get/ByIndex benchmark (0: skip it).");
+ABSL_FLAG(absl::Duration, get_duration, absl::Seconds(5),
+          "How long each Get/ByIndex measurement runs.");
+ABSL_FLAG(std::string, sidecar_flags, "",
+          "Extra flags for informer_sidecar, space separated.");
+
+namespace {
+
+namespace v1 = ::informer::v1;
+
+int64_t MonotonicNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// utime + stime of `pid` in seconds.
+double CpuSeconds(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(f)),
+                   std::istreambuf_iterator<char>());
+  // Fields after the ")" that closes the command name; utime and stime are
+  // fields 14 and 15 of the whole line.
+  std::vector<std::string> fields =
+      absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
+  double utime = 0, stime = 0;
+  if (fields.size() > 12) {
+    absl::SimpleAtod(fields[11], &utime);
+    absl::SimpleAtod(fields[12], &stime);
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Reads one Watch stream on the callback API; records the latency of every
+// stamped MODIFIED event and notices the fence object.
+class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
+ public:
+  Subscriber(v1::Informer::Stub* stub, const std::string& ns) {
+    v1::WatchRequest req;
+    req.set_resource("configmaps");
+    req.set_namespace_(ns);
+    stub->async()->Watch(&ctx_, &req, this);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    const int64_t now = MonotonicNanos();
+    {
+      absl::MutexLock lock(&mu_);
+      for (const v1::Event& e : response_.events()) {
+        if (e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) synced_ = true;
+        if (e.type() == v1::EVENT_TYPE_RESET) ++resets_;
+        const std::string& json = e.object().json();
+        if (e.type() == v1::EVENT_TYPE_ADDED &&
+            json.find(fence_) != std::string::npos && !fence_.empty()) {
+          fenced_ = true;
+        }
+        if (e.type() != v1::EVENT_TYPE_MODIFIED || !recording_) continue;
+        const size_t at = json.find("\"sent\":\"");
+        if (at == std::string::npos) continue;
+        int64_t sent = 0;
+        const size_t begin = at + 8;
+        if (!absl::SimpleAtoi(
+                absl::string_view(json).substr(
+                    begin, json.find('"', begin) - begin),
+                &sent)) {
+          continue;
+        }
+        latencies_us_.push_back(static_cast<int32_t>((now - sent) / 1000));
+      }
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    status_ = s;
+  }
+
+  bool AwaitSynced(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(this, &Subscriber::SyncedOrDone),
+                                timeout) &&
+           synced_;
+  }
+  void Record(bool on) {
+    absl::MutexLock lock(&mu_);
+    recording_ = on;
+  }
+  void SetFence(const std::string& fence_name) {
+    absl::MutexLock lock(&mu_);
+    fence_ = absl::StrCat("\"name\":\"", fence_name, "\"");
+    fenced_ = false;
+  }
+  bool AwaitFence(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(this, &Subscriber::FencedOrDone),
+                                timeout) &&
+           fenced_;
+  }
+  std::vector<int32_t> TakeLatencies() {
+    absl::MutexLock lock(&mu_);
+    return std::move(latencies_us_);
+  }
+  void Cancel() { ctx_.TryCancel(); }
+  bool AwaitDone() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return true;
+  }
+  std::string Status() {
+    absl::MutexLock lock(&mu_);
+    return done_ ? absl::StrCat(status_.error_code(), " ",
+                                status_.error_message())
+                 : "open";
+  }
+
+ private:
+  bool SyncedOrDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return synced_ || done_;
+  }
+  bool FencedOrDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return fenced_ || done_;
+  }
+
+  grpc::ClientContext ctx_;
+  v1::WatchResponse response_;
+  absl::Mutex mu_;
+  bool synced_ ABSL_GUARDED_BY(mu_) = false;
+  bool recording_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool fenced_ ABSL_GUARDED_BY(mu_) = false;
+  int resets_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string fence_ ABSL_GUARDED_BY(mu_);
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  std::vector<int32_t> latencies_us_ ABSL_GUARDED_BY(mu_);
+};
+
+double Percentile(std::vector<int32_t>& v, double p) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k] / 1000.0;  // ms
+}
+
+// POSTs to the emulator (control endpoints and its Kubernetes API).
+std::string HttpPost(int port, const std::string& path,
+                     const std::string& body = "") {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(3600);
+  auto res = cli.Post(path.c_str(), body, "application/json");
+  return res ? res->body : std::string();
+}
+
+struct Scenario {
+  int rate = 0;
+  int streams = 0;
+};
+
+void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
+               integration::SidecarProcess& sidecar, int scenario_index) {
+  const int per_channel = 50;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<v1::Informer::Stub>> stubs;
+  std::vector<std::unique_ptr<Subscriber>> subs;
+  for (int i = 0; i < sc.streams; ++i) {
+    if (i % per_channel == 0) {
+      channels.push_back(sidecar.NewChannel());
+      stubs.push_back(v1::Informer::NewStub(channels.back()));
+    }
+    subs.push_back(
+        std::make_unique<Subscriber>(stubs.back().get(), "bench"));
+  }
+  for (auto& s : subs) {
+    if (!s->AwaitSynced(absl::Seconds(60))) {
+      std::fprintf(stderr, "stream did not sync: %s\n", s->Status().c_str());
+      std::exit(1);
+    }
+    s->Record(true);
+  }
+  const std::string fence = absl::StrCat("fence-", scenario_index);
+  for (auto& s : subs) s->SetFence(fence);
+  const double cpu0 = CpuSeconds(sidecar.pid());
+  const absl::Time t0 = absl::Now();
+  const std::string report = HttpPost(
+      emu.port(),
+      absl::StrCat("/_emulator/load?namespace=bench&objects=",
+                   absl::GetFlag(FLAGS_objects),
+                   "&bytes=", absl::GetFlag(FLAGS_object_bytes),
+                   "&rate=", sc.rate, "&millis=",
+                   absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_duration))));
+  // The fence: an object created after the last update; once every stream
+  // has it, every stream has had every update it will get.
+  HttpPost(emu.port(), "/api/v1/namespaces/bench/configmaps",
+           absl::StrCat("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\","
+                        "\"metadata\":{\"name\":\"",
+                        fence, "\"}}"));
+  for (auto& s : subs) {
+    if (!s->AwaitFence(absl::Seconds(120))) {
+      std::fprintf(stderr, "stream missed the fence: %s\n",
+                   s->Status().c_str());
+      std::exit(1);
+    }
+  }
+  const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
+  const double cpu = CpuSeconds(sidecar.pid()) - cpu0;
+  std::vector<int32_t> all;
+  for (auto& s : subs) {
+    std::vector<int32_t> l = s->TakeLatencies();
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  int64_t updates = 0;
+  {
+    const size_t at = report.find("\"updates\":");
+    if (at != std::string::npos) {
+      absl::SimpleAtoi(
+          report.substr(at + 10, report.find_first_of(",}", at) - at - 10),
+          &updates);
+    }
+  }
+  const double delivered =
+      updates > 0 ? 100.0 * all.size() / (updates * sc.streams) : 0;
+  const double secs = absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration));
+  std::printf(
+      "| %d/s | %d | %.0f/s | %.2f ms | %.2f ms | %.2f ms | %.1f%% | %.0f%% "
+      "|\n",
+      sc.rate, sc.streams, updates * sc.streams / secs, Percentile(all, 0.5),
+      Percentile(all, 0.99), Percentile(all, 0.999), delivered,
+      100.0 * cpu / wall);
+  std::fflush(stdout);
+  for (auto& s : subs) s->Cancel();
+  for (auto& s : subs) s->AwaitDone();
+}
+
+template <typename Call>
+void MeasureUnary(const char* name, int threads, Call call) {
+  const absl::Duration d = absl::GetFlag(FLAGS_get_duration);
+  std::vector<std::vector<int32_t>> lat(threads);
+  std::vector<std::thread> workers;
+  std::atomic<int64_t> errors{0};
+  const absl::Time end = absl::Now() + d;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      while (absl::Now() < end) {
+        const int64_t start = MonotonicNanos();
+        if (!call(rng)) errors.fetch_add(1);
+        lat[t].push_back(
+            static_cast<int32_t>((MonotonicNanos() - start) / 1000));
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  std::vector<int32_t> all;
+  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+  std::printf("| %s | %d | %.0f/s | %.3f ms | %.3f ms | %lld |\n", name,
+              threads, all.size() / absl::ToDoubleSeconds(d),
+              Percentile(all, 0.5), Percentile(all, 0.99),
+              static_cast<long long>(errors.load()));
+  std::fflush(stdout);
+}
+
+std::vector<std::string> SidecarFlags(const std::string& kubeconfig,
+                                      const std::string& ns,
+                                      const std::string& dir) {
+  std::vector<std::string> flags = {
+      "--kubeconfig=" + kubeconfig,
+      "--resources=configmaps",
+      "--namespace=" + ns,
+      "--print_events=false",
+  };
+  // A label index on "group" (ten objects per value) for ByIndex.
+  const std::string config = dir + "/config.yaml";
+  std::ofstream(config) << "resources:\n- resource: configmaps\n  namespace: "
+                        << ns << "\n  indexes:\n  - label: group\n";
+  (void)config;
+  for (absl::string_view f : absl::StrSplit(
+           absl::GetFlag(FLAGS_sidecar_flags), ' ', absl::SkipEmpty())) {
+    flags.emplace_back(f);
+  }
+  return flags;
+}
+
+int Main(const char* argv0) {
+  absl::StatusOr<std::string> emu_bin =
+      integration::FindRunfile("server/emulator/kube_emulator", argv0);
+  absl::StatusOr<std::string> sidecar_bin =
+      integration::FindRunfile("server/informer_sidecar", argv0);
+  if (!emu_bin.ok() || !sidecar_bin.ok()) {
+    std::fprintf(stderr, "binaries not found: %s %s\n",
+                 emu_bin.status().ToString().c_str(),
+                 sidecar_bin.status().ToString().c_str());
+    return 1;
+  }
+  char dir[] = "/tmp/fanout_bench_XXXXXX";
+  if (mkdtemp(dir) == nullptr) return 1;
+
+  std::vector<Scenario> scenarios;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_scenarios),
+                                            ',', absl::SkipEmpty())) {
+    std::vector<std::string> parts = absl::StrSplit(s, 'x');
+    Scenario sc;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &sc.rate) ||
+        !absl::SimpleAtoi(parts[1], &sc.streams)) {
+      std::fprintf(stderr, "bad scenario %s (want RATExSTREAMS)\n",
+                   std::string(s).c_str());
+      return 1;
+    }
+    scenarios.push_back(sc);
+  }
+
+  if (!scenarios.empty()) {
+    auto emu = integration::EmulatorProcess::Start(
+        *emu_bin, {"--history=100000"}, /*quiet=*/true);
+    if (!emu.ok()) {
+      std::fprintf(stderr, "%s\n", emu.status().ToString().c_str());
+      return 1;
+    }
+    HttpPost((*emu)->port(),
+             absl::StrCat("/_emulator/load?namespace=bench&millis=0&objects=",
+                          absl::GetFlag(FLAGS_objects),
+                          "&bytes=", absl::GetFlag(FLAGS_object_bytes)));
+    auto kubeconfig = integration::WriteKubeconfig(dir, (*emu)->url());
+    integration::SidecarProcess::Options options;
+    options.flags = SidecarFlags(*kubeconfig, "bench", dir);
+    options.quiet = true;
+    auto sidecar =
+        integration::SidecarProcess::Start(*sidecar_bin, std::move(options));
+    if (!sidecar.ok()) {
+      std::fprintf(stderr, "%s\n", sidecar.status().ToString().c_str());
+      return 1;
+    }
+    std::printf(
+        "| write rate | streams | deliveries | p50 | p99 | p99.9 | delivered "
+        "| sidecar CPU |\n| --- | --- | --- | --- | --- | --- | --- | --- "
+        "|\n");
+    int index = 0;
+    for (const Scenario& sc : scenarios) {
+      RunFanout(sc, **emu, **sidecar, index++);
+    }
+  }
+
+  const int get_objects = absl::GetFlag(FLAGS_get_objects);
+  if (get_objects > 0) {
+    auto emu = integration::EmulatorProcess::Start(*emu_bin, {},
+                                                   /*quiet=*/true);
+    if (!emu.ok()) return 1;
+    HttpPost((*emu)->port(),
+             absl::StrCat("/_emulator/load?namespace=big&millis=0&objects=",
+                          get_objects, "&bytes=1024"));
+    auto kubeconfig = integration::WriteKubeconfig(dir, (*emu)->url());
+    integration::SidecarProcess::Options options;
+    options.flags = SidecarFlags(*kubeconfig, "big", dir);
+    options.quiet = true;
+    options.start_timeout = absl::Minutes(5);
+    auto sidecar =
+        integration::SidecarProcess::Start(*sidecar_bin, std::move(options));
+    if (!sidecar.ok()) {
+      std::fprintf(stderr, "%s\n", sidecar.status().ToString().c_str());
+      return 1;
+    }
+    auto channel = (*sidecar)->NewChannel();
+    auto stub = v1::Informer::NewStub(channel);
+    std::printf("\n%d cached objects:\n\n| call | client threads | "
+                "throughput | p50 | p99 | errors |\n| --- | --- | --- | --- | "
+                "--- | --- |\n",
+                get_objects);
+    auto get = [&](std::mt19937& rng) {
+      grpc::ClientContext ctx;
+      v1::GetRequest req;
+      req.set_resource("configmaps");
+      req.set_namespace_("big");
+      req.set_name(absl::StrFormat(
+          "load-%05d", std::uniform_int_distribution<int>(
+                           0, get_objects - 1)(rng)));
+      v1::GetResponse resp;
+      return stub->Get(&ctx, req, &resp).ok();
+    };
+    auto by_index = [&](std::mt19937& rng) {
+      grpc::ClientContext ctx;
+      v1::ByIndexRequest req;
+      req.set_resource("configmaps");
+      req.set_index_name("label:group");
+      req.set_index_value(absl::StrFormat(
+          "g-%05d", std::uniform_int_distribution<int>(
+                        0, get_objects / 10 - 1)(rng)));
+      v1::ByIndexResponse resp;
+      return stub->ByIndex(&ctx, req, &resp).ok() &&
+             resp.objects_size() == 10;
+    };
+    MeasureUnary("Get", 1, get);
+    MeasureUnary("Get", 4, get);
+    MeasureUnary("ByIndex (10 objects)", 1, by_index);
+    MeasureUnary("ByIndex (10 objects)", 4, by_index);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return Main(argv[0]);
+}
