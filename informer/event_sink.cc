@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/random/distributions.h"
+#include "absl/types/optional.h"
 #include "informer/api_error.h"
 #include "informer/client/resource_client.h"
 
@@ -58,6 +59,21 @@ bool IsRetryableSinkError(const absl::Status& status) {
   if (code == 429) return true;
   if (code == 409) return status.code() != absl::StatusCode::kAlreadyExists;
   return code >= 500;
+}
+
+absl::Duration SinkRetryPause(const absl::Status& status, int tries,
+                              const SinkRetryOptions& options, double jitter) {
+  // Never zero: a zero wait would not park on the clock, which tests rely on
+  // to step time.
+  const absl::Duration min_pause = absl::Milliseconds(1);
+  if (absl::optional<absl::Duration> server = RetryAfter(status)) {
+    return std::min(std::max(*server, min_pause), options.max_retry_after);
+  }
+  absl::Duration pause = options.retry_interval;
+  // The first pause is a random fraction, so that recorders failing together
+  // do not retry in lockstep.
+  if (tries == 1) pause = pause * jitter;
+  return std::max(min_pause, pause);
 }
 
 SinkRecorder::SinkRecorder(EventSink* sink, Clock* clock,
@@ -112,13 +128,8 @@ RecordOutcome SinkRecorder::Record(const Event& event) {
                  << " tries, dropping it: " << status;
       return RecordOutcome::kGaveUp;
     }
-    absl::Duration pause = retry_.retry_interval;
-    if (tries == 1) {
-      // A random fraction, but never zero: a zero wait would not park on
-      // the clock, which tests rely on to step time.
-      pause = std::max(absl::Milliseconds(1),
-                       pause * absl::Uniform(bitgen_, 0.0, 1.0));
-    }
+    const absl::Duration pause =
+        SinkRetryPause(status, tries, retry_, absl::Uniform(bitgen_, 0.0, 1.0));
     absl::MutexLock lock(&mu_);
     if (cancelled_) return RecordOutcome::kCancelled;
     if (clock_->AwaitWithDeadline(&mu_, absl::Condition(&cancelled_),

@@ -13,6 +13,14 @@
 // event is gone) or POSTed otherwise, and is retried up to `max_tries` times
 // with `retry_interval` between tries (the first pause is a random fraction
 // of it, so many recorders failing together do not retry in lockstep).
+// When the server says how long to wait (429 Too Many Requests or 503 with
+// a Retry-After header, e.g. API Priority and Fairness throttling), that
+// wait replaces the pause: the retry comes no sooner than the server asked
+// (the transport retries only GETs itself, so POST/PATCH answers reach us
+// with RetryAfter() attached). A Retry-After longer than
+// `max_retry_after` is cut to it, so that one throttled event cannot stall
+// the sink (and fill the broadcaster's queue) for an unbounded time; such a
+// retry counts against `max_tries` like any other.
 // Answers that retrying cannot fix (4xx other than 409 Conflict and 429, and
 // 409 AlreadyExists) end the attempt at once.
 
@@ -64,7 +72,16 @@ class ApiEventSink final : public EventSink {
 struct SinkRetryOptions {
   int max_tries = 12;
   absl::Duration retry_interval = absl::Seconds(10);
+  // Longest server-requested (Retry-After) wait honoured as such.
+  absl::Duration max_retry_after = absl::Minutes(1);
 };
+
+// The pause before retry number `tries` + 1 after `status`: the server's
+// Retry-After when it sent one (at least 1ms, at most
+// `options.max_retry_after`), else `options.retry_interval` scaled by
+// `jitter` (in [0, 1], used for the first retry only; at least 1ms).
+absl::Duration SinkRetryPause(const absl::Status& status, int tries,
+                              const SinkRetryOptions& options, double jitter);
 
 // True when retrying the write may succeed: connection failures, 5xx, 429
 // and 409 Conflict.

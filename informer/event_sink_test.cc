@@ -136,6 +136,48 @@ TEST(SinkRecorderTest, RetriesServerErrorsWithPausesOnTheClock) {
   EXPECT_EQ(pauses[1], absl::Seconds(10));
 }
 
+absl::Status Throttled(int code, absl::string_view retry_after) {
+  return StatusFromHttpResponse(code, "POST", "/api/v1/namespaces/demo/events",
+                                "", retry_after);
+}
+
+TEST(SinkRetryPauseTest, ServerRetryAfterReplacesThePause) {
+  SinkRetryOptions options;  // 10s interval, Retry-After capped at 1 minute
+  EXPECT_EQ(SinkRetryPause(Throttled(429, "30"), 1, options, 0.5),
+            absl::Seconds(30));
+  EXPECT_EQ(SinkRetryPause(Throttled(429, "30"), 5, options, 0.5),
+            absl::Seconds(30));
+  EXPECT_EQ(SinkRetryPause(Throttled(503, "2"), 3, options, 0.5),
+            absl::Seconds(2));
+  // Longer than the cap: the cap. Zero: the smallest pause that parks.
+  EXPECT_EQ(SinkRetryPause(Throttled(429, "3600"), 1, options, 0.5),
+            absl::Minutes(1));
+  EXPECT_EQ(SinkRetryPause(Throttled(429, "0"), 1, options, 0.5),
+            absl::Milliseconds(1));
+  // No Retry-After: the interval, jittered on the first retry only.
+  EXPECT_EQ(SinkRetryPause(Throttled(429, ""), 1, options, 0.5),
+            absl::Seconds(5));
+  EXPECT_EQ(SinkRetryPause(HttpError(500), 2, options, 0.5), absl::Seconds(10));
+  EXPECT_EQ(SinkRetryPause(HttpError(500), 1, options, 0.0),
+            absl::Milliseconds(1));
+}
+
+TEST(SinkRecorderTest, HonoursRetryAfterOfA429) {
+  FakeClock clock;
+  ScriptedSink sink;
+  sink.Push(Throttled(429, "30"));
+  sink.Push(Throttled(429, "45"));
+  SinkRecorder recorder(&sink, &clock);
+  std::vector<absl::Duration> pauses;
+  EXPECT_EQ(RecordWithWaits(recorder, clock, MakeEvent(clock.Now(), "R", "m"),
+                            2, &pauses),
+            RecordOutcome::kWritten);
+  // Without Retry-After the first pause would be at most 10s.
+  EXPECT_EQ(pauses, std::vector<absl::Duration>(
+                        {absl::Seconds(30), absl::Seconds(45)}));
+  EXPECT_EQ(sink.calls().size(), 3u);
+}
+
 TEST(SinkRecorderTest, GivesUpAfterTwelveTries) {
   FakeClock clock;
   ScriptedSink sink;
@@ -273,6 +315,22 @@ TEST_F(ApiEventSinkTest, SurvivesServerErrors) {
   EXPECT_EQ(RecordWithWaits(recorder, clock_,
                             MakeEvent(clock_.Now(), "Started", "ok"), 2),
             RecordOutcome::kWritten);
+  std::vector<Event> events = ServerEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, "Started");
+}
+
+TEST_F(ApiEventSinkTest, WaitsForTheServersRetryAfterWhenThrottled) {
+  // The emulator answers the POST with 429 and Retry-After: 7; the
+  // transport does not retry POSTs, so the recorder must wait those 7s.
+  emu_->faults().ThrottleNextRequests(1, 7);
+  SinkRecorder recorder(sink_.get(), &clock_);
+  std::vector<absl::Duration> pauses;
+  EXPECT_EQ(
+      RecordWithWaits(recorder, clock_,
+                      MakeEvent(clock_.Now(), "Started", "ok"), 1, &pauses),
+      RecordOutcome::kWritten);
+  EXPECT_EQ(pauses, std::vector<absl::Duration>({absl::Seconds(7)}));
   std::vector<Event> events = ServerEvents();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].reason, "Started");

@@ -72,6 +72,7 @@ void Reflector::Stop() {
 
 Reflector::State Reflector::DoList() {
   std::string rv;
+  bool relist = false;
   {
     absl::MutexLock lock(&mu_);
     // client-go's relistResourceVersion: "0" first (served from the watch
@@ -79,7 +80,12 @@ Reflector::State Reflector::DoList() {
     rv = last_rv_unavailable_ ? "" : (listed_once_ ? last_sync_rv_ : "0");
     ++counters_.lists;
     if (listed_once_) ++counters_.relists;
+    relist = listed_once_;
   }
+  // A lifecycle event worth one line (relists are rare and costly).
+  LOG(INFO) << options_.name << ": " << (relist ? "relisting" : "listing")
+            << (rv.empty() || rv == "0" ? std::string()
+                                        : " from resourceVersion " + rv);
   ListOptions opts;
   opts.resource_version = rv;
   opts.limit = options_.page_size;

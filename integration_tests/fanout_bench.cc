@@ -323,17 +323,17 @@ void MeasureUnary(const char* name, int threads, Call call) {
 std::vector<std::string> SidecarFlags(const std::string& kubeconfig,
                                       const std::string& ns,
                                       const std::string& dir) {
-  std::vector<std::string> flags = {
-      "--kubeconfig=" + kubeconfig,
-      "--resources=configmaps",
-      "--namespace=" + ns,
-      "--print_events=false",
-  };
-  // A label index on "group" (ten objects per value) for ByIndex.
-  const std::string config = dir + "/config.yaml";
+  // ConfigMaps of one namespace with a label index on "group" (ten objects
+  // per value) for ByIndex.
+  const std::string config = absl::StrCat(dir, "/config-", ns, ".yaml");
   std::ofstream(config) << "resources:\n- resource: configmaps\n  namespace: "
                         << ns << "\n  indexes:\n  - label: group\n";
-  (void)config;
+  std::vector<std::string> flags = {
+      "--kubeconfig=" + kubeconfig,
+      "--config=" + config,
+      "--print_events=false",
+      "--http_listen=127.0.0.1:0",
+  };
   for (absl::string_view f : absl::StrSplit(
            absl::GetFlag(FLAGS_sidecar_flags), ' ', absl::SkipEmpty())) {
     flags.emplace_back(f);

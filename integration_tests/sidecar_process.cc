@@ -155,6 +155,9 @@ absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Start(
     p->address_ = absl::StrCat("unix:", p->dir_, "/grpc.sock");
     args.push_back("--grpc_listen=" + p->address_);
   }
+  // The metrics/probes port defaults to :9090, which parallel tests would
+  // fight over; any --http_listen in the flags comes later and wins.
+  args.push_back("--http_listen=127.0.0.1:0");
   args.insert(args.end(), options.flags.begin(), options.flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -15,9 +15,14 @@ namespace server {
 // absl and gRPC share status code numbers; only server/ converts.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// InvalidArgument for an encoding value this sidecar does not know (a newer
+// client's), naming the field: never silently the default.
+absl::Status ValidateEncoding(informer::v1::Encoding encoding);
+
 // Fills `out` with `obj` as compact JSON text (ENCODING_JSON, the default)
 // or as a google.protobuf.Struct (ENCODING_STRUCT). Internal error naming
-// the object if its JSON cannot become a Struct.
+// the object if its JSON cannot become a Struct; ValidateEncoding's error
+// for an unknown encoding.
 absl::Status EncodeObject(const informer::Object& obj,
                           informer::v1::Encoding encoding,
                           informer::v1::Object* out);

@@ -18,6 +18,7 @@
 #include "informer/clock.h"
 #include "informer/object.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
+#include "server/authz.h"
 #include "server/grpc_conversions.h"
 #include "server/informer_registry.h"
 #include "server/watch_stream.h"
@@ -40,14 +41,24 @@ namespace server {
 // Thread-safety: the gRPC sync server calls it from many threads; the
 // snapshot table is guarded by a mutex. The registry and clock are not owned
 // and must outlive the service.
+//
+// Watch is a raw (ByteBuffer) callback method: responses are assembled from
+// object bytes serialized once and shared by every stream (see WatchHub).
 class InformerService final
-    : public informer::v1::Informer::WithCallbackMethod_Watch<
+    : public informer::v1::Informer::WithRawCallbackMethod_Watch<
           informer::v1::Informer::Service> {
  public:
   struct Options {
     absl::Duration snapshot_ttl = absl::Minutes(5);
     size_t max_snapshots = 64;
     WatchOptions watch;
+    // Who may read what (server/authz.h); null = everybody, everything.
+    // Not owned; must outlive the service.
+    const Authorizer* authorizer = nullptr;
+    // Upper bound on a List page's bytes, whatever the request's
+    // max_page_bytes asks (0: none; the default page stays
+    // kDefaultMaxPageBytes). Keeps pages under the server's message cap.
+    int64_t max_page_bytes = 0;
   };
   static constexpr int32_t kDefaultListLimit = 500;
   static constexpr int32_t kMaxListLimit = 10000;
@@ -57,9 +68,10 @@ class InformerService final
   InformerService(InformerRegistry* registry, Options options,
                   informer::Clock* clock = informer::RealClock());
 
-  grpc::ServerWriteReactor<informer::v1::WatchResponse>* Watch(
+  // `request` is a serialized informer.v1.WatchRequest.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Watch(
       grpc::CallbackServerContext* context,
-      const informer::v1::WatchRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   // The Watch streams' hub (tests pause writes and observe queues with it).
   WatchHub& watch_hub() { return *watch_hub_; }
   grpc::Status List(grpc::ServerContext* context,
@@ -90,8 +102,8 @@ class InformerService final
     absl::Time last_used;
   };
 
-  absl::StatusOr<InformerEntry*> Lookup(const std::string& resource,
-                                        bool allow_stale) const;
+  absl::StatusOr<InformerRef> Lookup(const std::string& resource,
+                                     bool allow_stale) const;
   absl::Status DoList(const informer::v1::ListRequest& request,
                       informer::v1::ListResponse* response);
   absl::StatusOr<std::shared_ptr<Snapshot>> TakeSnapshot(

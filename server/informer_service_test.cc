@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -187,6 +188,22 @@ TEST_F(InformerServiceTest, GetReturnsTheCachedObjectAsJson) {
   ASSERT_TRUE(obj.ok());
   EXPECT_EQ((*obj)->Key(), "ns-1/pod-10001");
   EXPECT_EQ(*(*obj)->Label("app"), "api");
+}
+
+TEST_F(InformerServiceTest, UnknownEncodingIsInvalidArgumentNotTheDefault) {
+  SeedPods(1);
+  StartAll();
+  grpc::ClientContext ctx;
+  v1::GetRequest req;
+  req.set_resource("pods");
+  req.set_namespace_("ns-0");
+  req.set_name("pod-10000");
+  // A value a newer client might send.
+  req.set_encoding(static_cast<v1::Encoding>(7));
+  v1::GetResponse resp;
+  grpc::Status st = stub_->Get(&ctx, req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), ::testing::HasSubstr("encoding"));
 }
 
 TEST_F(InformerServiceTest, GetWithStructEncodingReturnsAStruct) {
@@ -609,17 +626,99 @@ TEST(InformerServiceLargeObjectsTest, DefaultPagesStayUnderFourMiB) {
   (*registry)->Stop();
 }
 
-TEST_F(InformerServiceTest, WatchBeforeSyncIsUnavailable) {
+// The server's page cap (--max_list_page_bytes) bounds what a request may
+// ask for.
+TEST(InformerServiceLargeObjectsTest, ServerCapBoundsRequestedPageBytes) {
+  std::vector<informer::ObjectPtr> objects;
+  const std::string blob(600 << 10, 'x');
+  for (int i = 0; i < 8; ++i) {
+    auto obj = informer::Object::Parse(absl::StrCat(
+        R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-)",
+        100 + i, R"(","namespace":"big","resourceVersion":"5"},"data":{"b":")",
+        blob, R"("}})"));
+    ASSERT_TRUE(obj.ok()) << obj.status();
+    objects.push_back(*std::move(obj));
+  }
+  auto registry = InformerRegistry::Create(
+      {{.resource = "configmaps"}},
+      [&objects](const ResourceConfig&)
+          -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
+        return std::make_unique<StaticSource>(objects);
+      });
+  ASSERT_TRUE(registry.ok());
+  ASSERT_TRUE((*registry)->Start().ok());
+  ASSERT_TRUE(
+      (*registry)->entries()[0]->informer->WaitForSync(absl::Seconds(30)));
+  InformerService::Options options;
+  options.max_page_bytes = 2 << 20;
+  InformerService service(registry->get(), options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Informer::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  v1::ListRequest req;
+  req.set_resource("configmaps");
+  req.set_max_page_bytes(32 << 20);
+  int pages = 0;
+  int total = 0;
+  while (true) {
+    grpc::ClientContext ctx;
+    v1::ListResponse resp;
+    grpc::Status st = stub->List(&ctx, req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ++pages;
+    EXPECT_LE(resp.ByteSizeLong(), size_t{2} << 20);
+    total += resp.objects_size();
+    if (resp.continue_token().empty()) break;
+    req.set_continue_token(resp.continue_token());
+  }
+  EXPECT_EQ(total, 8);
+  EXPECT_GE(pages, 3);
+  server->Shutdown();
+  (*registry)->Stop();
+}
+
+TEST_F(InformerServiceTest, WatchBeforeSyncWaitsThenSendsInitialState) {
   StartAll();
   grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   v1::WatchRequest req;
   req.set_resource("pods");
   auto reader = unsynced_stub_->Watch(&ctx, req);
+  // The call is accepted and parked until the informer syncs (unary
+  // queries meanwhile stay UNAVAILABLE).
+  unsynced_service_->watch_hub().WaitForWaitingStreams(1);
+  {
+    grpc::ClientContext get_ctx;
+    v1::GetRequest get;
+    get.set_resource("pods");
+    get.set_name("x");
+    v1::GetResponse resp;
+    EXPECT_EQ(unsynced_stub_->Get(&get_ctx, get, &resp).error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+  }
+  informer::FakeSource* source = static_cast<informer::FakeSource*>(
+      (*unsynced_registry_->Find("pods"))->source.get());
+  ASSERT_TRUE(source->Add("default", "late", {{"app", "web"}}).ok());
+  ASSERT_TRUE(unsynced_registry_->Start().ok());
   v1::WatchResponse resp;
-  EXPECT_FALSE(reader->Read(&resp));
-  grpc::Status st = reader->Finish();
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_THAT(st.error_message(), HasSubstr("not synced"));
+  ASSERT_TRUE(reader->Read(&resp));
+  ASSERT_EQ(resp.events_size(), 2);
+  EXPECT_EQ(resp.events(0).type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_TRUE(resp.events(0).initial());
+  EXPECT_THAT(resp.events(0).object().json(), HasSubstr("\"late\""));
+  EXPECT_EQ(resp.events(1).type(), v1::EVENT_TYPE_INITIAL_STATE_DONE);
+  unsynced_service_->watch_hub().WaitForWaitingStreams(0);
+  ctx.TryCancel();
+  while (reader->Read(&resp)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  unsynced_registry_->Stop();
 }
 
 }  // namespace

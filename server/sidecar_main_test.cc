@@ -34,7 +34,9 @@ std::chrono::system_clock::time_point In(int seconds) {
 class SidecarProcess {
  public:
   explicit SidecarProcess(const std::vector<std::string>& flags) {
-    std::vector<std::string> args = {"server/informer_sidecar"};
+    // Port 0 for the metrics/probes port: tests run in parallel.
+    std::vector<std::string> args = {"server/informer_sidecar",
+                                     "--http_listen=127.0.0.1:0"};
     args.insert(args.end(), flags.begin(), flags.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -135,6 +137,38 @@ TEST(SidecarMainTest, DemoModeServesTheDefaultResourcesAndStopsOnSigterm) {
   v1::ListResponse pods;
   ASSERT_TRUE(stub->List(&list_ctx, list, &pods).ok());
   EXPECT_GT(pods.objects_size(), 0);
+
+  // Watch in demo mode: the initial state, its marker, then live changes
+  // (the demo cluster changes objects every second).
+  {
+    grpc::ClientContext watch_ctx;
+    watch_ctx.set_deadline(In(60));
+    v1::WatchRequest req;
+    req.set_resource("configmaps");
+    auto reader = stub->Watch(&watch_ctx, req);
+    int initial = 0;
+    bool done = false;
+    bool live = false;
+    v1::WatchResponse resp;
+    while (!live && reader->Read(&resp)) {
+      for (const v1::Event& e : resp.events()) {
+        if (!done && e.type() == v1::EVENT_TYPE_ADDED) {
+          EXPECT_TRUE(e.initial());
+          ++initial;
+        } else if (e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) {
+          done = true;
+        } else if (done && e.type() != v1::EVENT_TYPE_BOOKMARK) {
+          EXPECT_FALSE(e.resume_token().empty());
+          live = true;
+        }
+      }
+    }
+    EXPECT_GT(initial, 0);
+    EXPECT_TRUE(done);
+    EXPECT_TRUE(live) << "no live event from the demo churn";
+    watch_ctx.TryCancel();
+    reader->Finish();
+  }
 
   EXPECT_EQ(sidecar.Terminate(), 0);
   unlink(socket_path.c_str());

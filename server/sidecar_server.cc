@@ -4,6 +4,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -11,6 +12,12 @@
 #include "absl/strings/str_cat.h"
 
 namespace server {
+namespace {
+
+// The longest Shutdown waits for calls in flight (see Shutdown).
+constexpr absl::Duration kShutdownDrain = absl::Milliseconds(500);
+
+}  // namespace
 
 SidecarServer::SidecarServer(InformerRegistry* registry,
                              InformerService::Options options)
@@ -61,6 +68,8 @@ SidecarServer::~SidecarServer() {
 void SidecarServer::WatchSyncs() {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   for (const auto& entry : registry_->entries()) {
+    // Lazy informers never gate the overall status (and may stop unsynced).
+    if (entry->lazy) continue;
     // WaitForSync returns early when the informer stops; the bounded wait
     // lets this thread notice a shutdown of an informer never started.
     while (!entry->informer->WaitForSync(absl::Seconds(1))) {
@@ -84,9 +93,17 @@ void SidecarServer::Shutdown(absl::Duration grace) {
     stopping_.Notify();
     // Health Watch clients (and probes) learn of the shutdown first.
     server_->GetHealthCheckService()->Shutdown();
+    // Informer.Watch streams end at once (UNAVAILABLE, "resume with your
+    // token") instead of holding the shutdown for its whole grace period.
+    service_.watch_hub().Shutdown();
   });
+  // gRPC 1.51's default health service only sends NOT_SERVING to its Watch
+  // calls on Shutdown and leaves them open; they (like any long-lived
+  // stream) would hold the server for the whole grace. In-flight calls get
+  // at most kShutdownDrain, plenty for a unary query of the cache.
+  const absl::Duration drain = std::min(grace, kShutdownDrain);
   server_->Shutdown(std::chrono::system_clock::now() +
-                    absl::ToChronoMilliseconds(grace));
+                    absl::ToChronoMilliseconds(drain));
 }
 
 void SidecarServer::Wait() { server_->Wait(); }

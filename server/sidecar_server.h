@@ -73,7 +73,10 @@ class SidecarServer {
   int port() const { return port_; }
   // True once the overall health status is SERVING, waiting up to `timeout`.
   bool WaitUntilServing(absl::Duration timeout) const;
-  // Stops accepting calls; running calls get `grace` to finish.
+  // Stops accepting calls. Informer.Watch streams end at once with
+  // UNAVAILABLE ("sidecar shutting down, resume with your token"), health
+  // watchers get NOT_SERVING; calls still running get `grace` (at most
+  // 500 ms) to finish, then are cancelled.
   void Shutdown(absl::Duration grace);
   // Blocks until Shutdown completes.
   void Wait();

@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "informer/event_handler.h"
 #include "informer/index.h"
@@ -24,65 +25,176 @@ namespace server {
 
 namespace v1 = ::informer::v1;
 
+// ---- Wire encoding ----
+
 namespace {
 
-std::string EncodeResumeToken(absl::string_view run_id, uint64_t seq) {
-  return absl::WebSafeBase64Escape(absl::StrCat("w1/", run_id, "/", seq));
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
 }
 
-// Valid tokens only: the run id is returned (a malformed token is an error).
-absl::StatusOr<std::string> DecodeResumeRunId(absl::string_view token) {
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// Tag of a field: (number << 3) | wire type.
+constexpr char kVarint = 0;
+constexpr char kLengthDelimited = 2;
+char Tag(int field, char wire_type) {
+  return static_cast<char>((field << 3) | wire_type);
+}
+
+// Bytes of a length-delimited field with a `len`-byte payload.
+size_t FieldSize(size_t len) { return 1 + VarintSize(len) + len; }
+
+void PutString(int field, absl::string_view s, std::string* out) {
+  if (s.empty()) return;  // proto3: defaults are not written
+  out->push_back(Tag(field, kLengthDelimited));
+  PutVarint(s.size(), out);
+  out->append(s.data(), s.size());
+}
+
+}  // namespace
+
+grpc::Slice SerializeToSlice(const google::protobuf::MessageLite& message) {
+  grpc::Slice slice(message.ByteSizeLong());
+  message.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
+  return slice;
+}
+
+void WatchResponseBuilder::Add(const Event& e) {
+  // Event field sizes (Event: type=1, object=2, old_object=3,
+  // resource_version=4, resume_token=5, initial=6, tombstone=7).
+  size_t size = 0;
+  if (e.type != v1::EVENT_TYPE_UNSPECIFIED) size += 1 + VarintSize(e.type);
+  if (e.object != nullptr) size += FieldSize(e.object->size());
+  if (e.old_object != nullptr) size += FieldSize(e.old_object->size());
+  if (!e.resource_version.empty()) size += FieldSize(e.resource_version.size());
+  if (!e.resume_token.empty()) size += FieldSize(e.resume_token.size());
+  if (e.initial) size += 2;
+  if (e.tombstone) size += 2;
+  // WatchResponse.events = 1.
+  small_.push_back(Tag(1, kLengthDelimited));
+  PutVarint(size, &small_);
+  if (e.type != v1::EVENT_TYPE_UNSPECIFIED) {
+    small_.push_back(Tag(1, kVarint));
+    PutVarint(e.type, &small_);
+  }
+  if (e.object != nullptr) {
+    small_.push_back(Tag(2, kLengthDelimited));
+    PutVarint(e.object->size(), &small_);
+    FlushSmall();
+    slices_.push_back(*e.object);  // a reference, not a copy
+  }
+  if (e.old_object != nullptr) {
+    small_.push_back(Tag(3, kLengthDelimited));
+    PutVarint(e.old_object->size(), &small_);
+    FlushSmall();
+    slices_.push_back(*e.old_object);
+  }
+  PutString(4, e.resource_version, &small_);
+  PutString(5, e.resume_token, &small_);
+  if (e.initial) {
+    small_.push_back(Tag(6, kVarint));
+    small_.push_back(1);
+  }
+  if (e.tombstone) {
+    small_.push_back(Tag(7, kVarint));
+    small_.push_back(1);
+  }
+  ++events_;
+}
+
+void WatchResponseBuilder::FlushSmall() {
+  if (small_.empty()) return;
+  slices_.emplace_back(small_.data(), small_.size());
+  small_.clear();
+}
+
+grpc::ByteBuffer WatchResponseBuilder::Finish() {
+  FlushSmall();
+  grpc::ByteBuffer out(slices_.data(), slices_.size());
+  slices_.clear();
+  events_ = 0;
+  return out;
+}
+
+namespace {
+
+// ---- Resume tokens ----
+
+struct ResumeToken {
+  std::string run_id;
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+};
+
+std::string TokenPrefix(absl::string_view run_id, uint64_t epoch) {
+  return absl::StrCat("w2/", run_id, "/", epoch, "/");
+}
+
+absl::StatusOr<ResumeToken> DecodeResumeToken(absl::string_view token) {
   std::string raw;
   const absl::Status bad = absl::InvalidArgumentError("malformed resume_token");
   if (!absl::WebSafeBase64Unescape(token, &raw)) return bad;
   std::vector<absl::string_view> parts = absl::StrSplit(raw, '/');
-  uint64_t seq = 0;
-  if (parts.size() != 3 || parts[0] != "w1" ||
-      !absl::SimpleAtoi(parts[2], &seq)) {
+  ResumeToken out;
+  if (parts.size() != 4 || parts[0] != "w2" ||
+      !absl::SimpleAtoi(parts[2], &out.epoch) ||
+      !absl::SimpleAtoi(parts[3], &out.seq)) {
     return bad;
   }
-  return std::string(parts[1]);
+  out.run_id = std::string(parts[1]);
+  return out;
 }
 
-// One state of an object, shared by every stream it goes to: converted to
-// a Struct at most once, whatever the number of streams (JSON is the
-// Object's own text).
+// One state of an object, shared by every stream it goes to: serialized at
+// most once per encoding, whatever the number of streams.
 class SharedObject {
  public:
   explicit SharedObject(informer::ObjectPtr obj) : obj_(std::move(obj)) {}
   const informer::Object& object() const { return *obj_; }
-  const informer::ObjectPtr& ptr() const { return obj_; }
 
-  absl::Status EncodeTo(v1::Encoding encoding, v1::Object* out) const {
-    if (encoding != v1::ENCODING_STRUCT) {
-      out->set_json(std::string(obj_->json()));
-      return absl::OkStatus();
-    }
-    absl::call_once(struct_once_, [this] {
-      struct_status_ = EncodeObject(*obj_, v1::ENCODING_STRUCT, &struct_);
+  // The serialized informer.v1.Object in `encoding`.
+  absl::StatusOr<const grpc::Slice*> Encoded(v1::Encoding encoding) const {
+    const int i = encoding == v1::ENCODING_STRUCT ? 1 : 0;
+    absl::call_once(once_[i], [this, i, encoding] {
+      v1::Object msg;
+      status_[i] = EncodeObject(*obj_, encoding, &msg);
+      if (status_[i].ok()) slice_[i] = SerializeToSlice(msg);
     });
-    if (!struct_status_.ok()) return struct_status_;
-    *out = struct_;
-    return absl::OkStatus();
+    if (!status_[i].ok()) return status_[i];
+    return &slice_[i];
   }
 
  private:
   const informer::ObjectPtr obj_;
-  mutable absl::once_flag struct_once_;
-  // Written once under struct_once_, read-only after.
-  mutable v1::Object struct_;
-  mutable absl::Status struct_status_;
+  // [0] JSON, [1] Struct; each written once under its once_flag.
+  mutable absl::once_flag once_[2];
+  mutable grpc::Slice slice_[2];
+  mutable absl::Status status_[2];
 };
 using SharedPtr = std::shared_ptr<const SharedObject>;
 
-// Both null, or both the same object state.
+// Both null, or the same object (UID) at the same resourceVersion.
 bool Same(const SharedPtr& a, const SharedPtr& b) {
   if (a == nullptr || b == nullptr) return a == b;
-  return a->ptr() == b->ptr();
+  if (a == b) return true;
+  return a->object().uid() == b->object().uid() &&
+         a->object().resource_version() == b->object().resource_version();
 }
 
 // Ends a call at once with an error.
-class ErrorReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
+class ErrorReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit ErrorReactor(const absl::Status& status) {
     Finish(ToGrpcStatus(status));
@@ -90,16 +202,34 @@ class ErrorReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
   void OnDone() override { delete this; }
 };
 
+absl::StatusOr<absl::Duration> ResyncPeriod(const v1::WatchRequest& request) {
+  if (!request.has_resync_period()) return absl::ZeroDuration();
+  const auto& d = request.resync_period();
+  if (d.seconds() < 0 || d.nanos() < 0 || d.nanos() >= 1000000000) {
+    return absl::InvalidArgumentError(
+        "resync_period must be a non-negative duration");
+  }
+  const absl::Duration period =
+      absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+  if (period > absl::ZeroDuration() && period < kMinStreamResyncPeriod) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resync_period must be 0 (none) or at least ",
+                     absl::FormatDuration(kMinStreamResyncPeriod), "; got ",
+                     absl::FormatDuration(period)));
+  }
+  return period;
+}
+
 }  // namespace
 
 // One stream: a callback reactor with a bounded, coalescing queue.
 //
 // Lock order: WatchFanout::mu_ -> WatchStreamReactor::mu_ -> WatchHub::mu_.
-// The fan-out calls Apply/Tick with its lock held; the reactor removes
-// itself from the fan-out in OnDone (holding no lock of its own), so the
-// fan-out never touches a deleted stream.
+// The fan-out calls Start/Resume/Apply/Tick/End with its lock held; the
+// reactor removes itself from the fan-out in OnDone (holding no lock of its
+// own), so the fan-out never touches a deleted stream.
 class WatchStreamReactor final
-    : public grpc::ServerWriteReactor<v1::WatchResponse> {
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   struct Filter {
     std::string namespace_;
@@ -120,36 +250,46 @@ class WatchStreamReactor final
     }
   };
 
-  WatchStreamReactor(WatchHub* hub, WatchFanout* fanout, InformerEntry* entry,
-                     Filter filter, v1::Encoding encoding, bool send_old)
+  // What the stream was asked to start from.
+  struct Start {
+    bool reset = false;   // send RESET before the initial state
+    bool resume = false;  // try to continue after `seq`
+    uint64_t seq = 0;
+  };
+
+  WatchStreamReactor(WatchHub* hub, std::shared_ptr<WatchFanout> fanout,
+                     InformerEntry* entry, Filter filter, v1::Encoding encoding,
+                     bool send_old, absl::Duration resync_period, Start start)
       : hub_(hub),
-        fanout_(fanout),
+        fanout_(std::move(fanout)),
         entry_(entry),
         filter_(std::move(filter)),
         encoding_(encoding),
-        send_old_(send_old) {
+        send_old_(send_old),
+        resync_period_(resync_period),
+        start_(start) {
     absl::MutexLock lock(&mu_);
     compact_at_ = hub_->options_.max_queue;
     last_write_ = hub_->clock_->Now();
   }
 
+  const Filter& filter() const { return filter_; }
+  const Start& start() const { return start_; }
+
   // Queues the initial state (with the fan-out's lock held, so no event is
-  // missed or duplicated: see WatchFanout::Attach).
-  void StartLocked(const std::vector<informer::ObjectPtr>& candidates,
+  // missed or duplicated: see WatchFanout::AttachLocked).
+  void StartLocked(const std::string& token_prefix,
+                   const std::vector<std::pair<std::string, SharedPtr>>& objs,
                    bool reset, uint64_t seq, const std::string& rv) {
     absl::MutexLock lock(&mu_);
+    token_prefix_ = token_prefix;
+    applied_seq_ = written_seq_ = seq;
+    ScheduleResyncLocked();
     if (reset) PushLocked(MakeMarker(v1::EVENT_TYPE_RESET, seq, rv));
-    for (const informer::ObjectPtr& raw : candidates) {
-      if (!filter_.Matches(*raw)) continue;
-      std::string key = raw->Key();
-      auto obj = std::make_shared<const SharedObject>(raw);
+    for (const auto& [key, obj] : objs) {
       view_[key] = obj;
-      Pending p;
-      p.type = v1::EVENT_TYPE_ADDED;
-      p.key = std::move(key);
-      p.obj = obj;
+      Pending p = MakeEvent(v1::EVENT_TYPE_ADDED, key, obj, nullptr, seq);
       p.initial = true;
-      p.seq = seq;
       PushLocked(std::move(p));
     }
     PushLocked(MakeMarker(v1::EVENT_TYPE_INITIAL_STATE_DONE, seq, rv));
@@ -159,12 +299,28 @@ class WatchStreamReactor final
     MaybeWriteLocked();
   }
 
+  // Resumes after `seq`: the client holds `objs` (its view at `seq`); the
+  // fan-out then replays the events after `seq` through Apply.
+  void ResumeLocked(const std::string& token_prefix,
+                    std::vector<std::pair<std::string, SharedPtr>> objs,
+                    uint64_t seq) {
+    absl::MutexLock lock(&mu_);
+    token_prefix_ = token_prefix;
+    applied_seq_ = written_seq_ = seq;
+    ScheduleResyncLocked();
+    for (auto& [key, obj] : objs) {
+      view_[key] = obj;
+      sent_[key] = std::move(obj);
+    }
+  }
+
   // One informer event: `obj` is the new state, or the final one when
   // `deleted`.
   void Apply(const std::string& key, const SharedPtr& obj, bool deleted,
              bool tombstone, uint64_t seq) {
     absl::MutexLock lock(&mu_);
     if (ended_) return;
+    applied_seq_ = seq;
     const bool match = !deleted && filter_.Matches(obj->object());
     auto it = view_.find(key);
     if (match) {
@@ -182,8 +338,7 @@ class WatchStreamReactor final
           PushLocked(MakeEvent(v1::EVENT_TYPE_MODIFIED, key, obj, old, seq));
         }
       }
-      // Same object as already sent (a resync, or an event the initial
-      // state already covered): nothing to say.
+      // Same object as already sent: nothing to say.
     } else if (it != view_.end()) {
       view_.erase(it);
       Pending p = MakeEvent(v1::EVENT_TYPE_DELETED, key, obj, nullptr, seq);
@@ -194,18 +349,49 @@ class WatchStreamReactor final
     MaybeWriteLocked();
   }
 
-  // Sends a BOOKMARK when the stream has been quiet for the interval.
-  void Tick(absl::Time now, uint64_t seq, const std::string& rv) {
+  // Sends a BOOKMARK when the stream has been quiet for the interval, and
+  // SYNCs when its resync is due. Returns when the next resync is due.
+  absl::Time Tick(absl::Time now, uint64_t seq, const std::string& rv) {
     absl::MutexLock lock(&mu_);
-    if (ended_ || writing_ || !pending_.empty()) return;
-    if (now - last_write_ < hub_->options_.bookmark_interval) return;
-    PushLocked(MakeMarker(v1::EVENT_TYPE_BOOKMARK, seq, rv));
+    if (ended_) return absl::InfiniteFuture();
+    if (resync_period_ > absl::ZeroDuration() && now >= next_resync_) {
+      std::vector<const std::pair<const std::string, SharedPtr>*> objs;
+      objs.reserve(view_.size());
+      for (const auto& kv : view_) objs.push_back(&kv);
+      std::sort(objs.begin(), objs.end(), [](const auto* a, const auto* b) {
+        return a->first < b->first;
+      });
+      for (const auto* kv : objs) {
+        PushLocked(MakeEvent(v1::EVENT_TYPE_SYNC, kv->first, kv->second,
+                             nullptr, seq));
+      }
+      // Missed periods are skipped, not made up in a burst.
+      while (next_resync_ <= now) next_resync_ += resync_period_;
+      if (pending_.size() >= compact_at_) CompactLocked();
+    } else if (!writing_ && pending_.empty() &&
+               now - last_write_ >= hub_->options_.bookmark_interval) {
+      PushLocked(MakeMarker(v1::EVENT_TYPE_BOOKMARK, seq, rv));
+    }
     MaybeWriteLocked();
+    return resync_period_ > absl::ZeroDuration() ? next_resync_
+                                                 : absl::InfiniteFuture();
   }
 
   void Kick() {
     absl::MutexLock lock(&mu_);
     MaybeWriteLocked();
+  }
+
+  // Events queued and not yet written (metrics).
+  size_t pending_size() {
+    absl::MutexLock lock(&mu_);
+    return pending_.size();
+  }
+
+  // Ends the stream with `status` (after the write in flight, if any).
+  void End(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    EndLocked(std::move(status));
   }
 
   void OnWriteDone(bool ok) override {
@@ -260,6 +446,12 @@ class WatchStreamReactor final
     return p;
   }
 
+  void ScheduleResyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (resync_period_ > absl::ZeroDuration()) {
+      next_resync_ = hub_->clock_->Now() + resync_period_;
+    }
+  }
+
   void PushLocked(Pending p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     pending_.push_back(std::move(p));
     hub_->NotePending(pending_.size());
@@ -269,7 +461,10 @@ class WatchStreamReactor final
   // markers) by, per object key in order of first appearance, the
   // difference between the state the client will have before it (`base`)
   // and the current state (`view_`): nothing, ADDED, MODIFIED (old = base),
-  // DELETED, or DELETED + ADDED when the UID changed. BOOKMARKs are dropped.
+  // DELETED, or DELETED + ADDED when the UID changed. BOOKMARKs and SYNCs
+  // of unchanged objects are dropped. Resume tokens: every event of the
+  // coalesced run names the position before the run but the last, which
+  // names the position after it (see WatchHub).
   void CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::flat_hash_map<std::string, SharedPtr> prefix_state;
     absl::flat_hash_set<std::string> in_prefix;
@@ -279,8 +474,9 @@ class WatchStreamReactor final
       in_prefix.insert(p.key);
       prefix_state[p.key] = p.type == v1::EVENT_TYPE_DELETED ? nullptr : p.obj;
     }
+    const uint64_t base_seq =
+        marker_end_ > 0 ? pending_[marker_end_ - 1].seq : written_seq_;
     struct KeyInfo {
-      uint64_t seq = 0;
       SharedPtr deleted;  // the last DELETED's object
       bool tombstone = false;
     };
@@ -291,7 +487,6 @@ class WatchStreamReactor final
       if (p.key.empty()) continue;  // bookmark
       auto [it, inserted] = info.try_emplace(p.key);
       if (inserted) order.push_back(p.key);
-      it->second.seq = std::max(it->second.seq, p.seq);
       if (p.type == v1::EVENT_TYPE_DELETED) {
         it->second.deleted = p.obj;
         it->second.tombstone = p.tombstone;
@@ -314,28 +509,34 @@ class WatchStreamReactor final
       if (to == nullptr) {
         Pending p =
             MakeEvent(v1::EVENT_TYPE_DELETED, key,
-                      k.deleted != nullptr ? k.deleted : from, nullptr, k.seq);
+                      k.deleted != nullptr ? k.deleted : from, nullptr, 0);
         p.tombstone = k.tombstone;
         pending_.push_back(std::move(p));
       } else if (from == nullptr) {
         pending_.push_back(
-            MakeEvent(v1::EVENT_TYPE_ADDED, key, to, nullptr, k.seq));
+            MakeEvent(v1::EVENT_TYPE_ADDED, key, to, nullptr, 0));
       } else if (from->object().uid() != to->object().uid()) {
         Pending del =
             MakeEvent(v1::EVENT_TYPE_DELETED, key,
-                      k.deleted != nullptr ? k.deleted : from, nullptr, k.seq);
+                      k.deleted != nullptr ? k.deleted : from, nullptr, 0);
         del.tombstone = k.tombstone;
         pending_.push_back(std::move(del));
         pending_.push_back(
-            MakeEvent(v1::EVENT_TYPE_ADDED, key, to, nullptr, k.seq));
+            MakeEvent(v1::EVENT_TYPE_ADDED, key, to, nullptr, 0));
       } else {
         pending_.push_back(
-            MakeEvent(v1::EVENT_TYPE_MODIFIED, key, to, from, k.seq));
+            MakeEvent(v1::EVENT_TYPE_MODIFIED, key, to, from, 0));
       }
+    }
+    for (size_t i = marker_end_; i < pending_.size(); ++i) {
+      pending_[i].seq = i + 1 == pending_.size() ? applied_seq_ : base_seq;
     }
     VLOG(1) << "watch stream on " << entry_->config.resource << ": coalesced "
             << before << " pending events to " << pending_.size();
+    hub_->NoteCoalesced(before > pending_.size() ? before - pending_.size()
+                                                 : 0);
     if (order.size() > hub_->options_.max_pending_keys) {
+      hub_->NoteExhausted();
       EndLocked(absl::ResourceExhaustedError(absl::StrCat(
           "this stream fell too far behind (", order.size(),
           " objects pending, the cap is ", hub_->options_.max_pending_keys,
@@ -356,35 +557,58 @@ class WatchStreamReactor final
     if (overflowed_ || pending_.size() >= hub_->options_.max_queue) {
       CompactLocked();
       if (ended_) return;
-    }
-    overflowed_ = false;
-    response_.Clear();
-    response_.mutable_events()->Reserve(static_cast<int>(pending_.size()));
-    for (Pending& p : pending_) {
-      v1::Event* e = response_.add_events();
-      e->set_type(p.type);
-      e->set_resume_token(EncodeResumeToken(hub_->run_id_, p.seq));
-      e->set_initial(p.initial);
-      e->set_tombstone(p.tombstone);
-      if (p.obj == nullptr) {
-        e->set_resource_version(p.rv);
-        continue;
-      }
-      e->set_resource_version(std::string(p.obj->object().resource_version()));
-      absl::Status st = p.obj->EncodeTo(encoding_, e->mutable_object());
-      if (st.ok() && send_old_ && p.old != nullptr) {
-        st = p.old->EncodeTo(encoding_, e->mutable_old_object());
-      }
-      if (!st.ok()) {
-        EndLocked(st);
+      if (pending_.empty()) {
+        overflowed_ = false;
         return;
       }
+    }
+    overflowed_ = false;
+    WatchResponseBuilder builder;
+    std::vector<std::string> tokens;
+    tokens.reserve(pending_.size());
+    for (Pending& p : pending_) {
+      tokens.push_back(
+          absl::WebSafeBase64Escape(absl::StrCat(token_prefix_, p.seq)));
+      WatchResponseBuilder::Event e;
+      e.type = p.type;
+      e.resume_token = tokens.back();
+      e.initial = p.initial;
+      e.tombstone = p.tombstone;
+      if (p.obj == nullptr) {
+        e.resource_version = p.rv;
+        builder.Add(e);
+        continue;
+      }
+      e.resource_version = p.obj->object().resource_version();
+      absl::StatusOr<const grpc::Slice*> obj = p.obj->Encoded(encoding_);
+      if (!obj.ok()) {
+        EndLocked(obj.status());
+        return;
+      }
+      e.object = *obj;
+      if (send_old_ && p.old != nullptr && p.type == v1::EVENT_TYPE_MODIFIED) {
+        absl::StatusOr<const grpc::Slice*> old = p.old->Encoded(encoding_);
+        if (!old.ok()) {
+          EndLocked(old.status());
+          return;
+        }
+        e.old_object = *old;
+      }
+      builder.Add(e);
       if (p.type == v1::EVENT_TYPE_DELETED) {
         sent_.erase(p.key);
       } else {
         sent_[p.key] = p.obj;
       }
     }
+    written_seq_ = pending_.back().seq;
+    std::array<uint64_t, 8> by_type{};
+    for (const Pending& p : pending_) {
+      const size_t t = static_cast<size_t>(p.type);
+      if (t < by_type.size()) ++by_type[t];
+    }
+    hub_->NoteWritten(by_type);
+    response_ = builder.Finish();
     pending_.clear();
     marker_end_ = 0;
     compact_at_ = hub_->options_.max_queue;
@@ -411,22 +635,29 @@ class WatchStreamReactor final
   }
 
   WatchHub* const hub_;
-  WatchFanout* const fanout_;
+  // Shared: the fan-out (and through it the entry) outlives the stream.
+  const std::shared_ptr<WatchFanout> fanout_;
   InformerEntry* const entry_;
   const Filter filter_;
   const v1::Encoding encoding_;
   const bool send_old_;
+  const absl::Duration resync_period_;
+  const Start start_;
 
   absl::Mutex mu_;
+  std::string token_prefix_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
   // pending_[0, marker_end_) is the initial state (with its markers).
   size_t marker_end_ ABSL_GUARDED_BY(mu_) = 0;
   size_t compact_at_ ABSL_GUARDED_BY(mu_) = 0;
+  // The sequence number of the last event applied / written.
+  uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // What the client will have once everything queued is written.
   absl::flat_hash_map<std::string, SharedPtr> view_ ABSL_GUARDED_BY(mu_);
   // What the client has been written.
   absl::flat_hash_map<std::string, SharedPtr> sent_ ABSL_GUARDED_BY(mu_);
-  v1::WatchResponse response_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  grpc::ByteBuffer response_ ABSL_GUARDED_BY(mu_);  // the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   // The queue was coalesced since the last write.
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
@@ -434,16 +665,25 @@ class WatchStreamReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_resync_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
-// The one non-blocking handler of an informer: hands each event to every
+// The one non-blocking handler of an informer: keeps the state it last
+// dispatched per key and the recent history, and hands each event to every
 // open stream of the resource. Runs inline on the informer's distribution
 // thread; takes only short locks.
 class WatchFanout final : public informer::ResourceEventHandler {
  public:
-  WatchFanout(WatchHub* hub, InformerEntry* entry) : hub_(hub), entry_(entry) {}
+  WatchFanout(WatchHub* hub, std::shared_ptr<InformerEntry> entry,
+              uint64_t epoch)
+      : hub_(hub),
+        entry_holder_(std::move(entry)),
+        entry_(entry_holder_.get()),
+        token_prefix_(TokenPrefix(hub->run_id_, epoch)),
+        epoch_(epoch) {}
 
   ~WatchFanout() override {
+    if (waiter_.joinable()) waiter_.join();
     if (registration_ != nullptr) {
       absl::Status st = entry_->informer->RemoveEventHandler(registration_);
       if (!st.ok()) LOG(WARNING) << "removing the watch fan-out: " << st;
@@ -461,6 +701,7 @@ class WatchFanout final : public informer::ResourceEventHandler {
   }
 
   InformerEntry* entry() const { return entry_; }
+  uint64_t epoch() const { return epoch_; }
 
   void OnAdd(const informer::ObjectPtr& obj, bool) override {
     Dispatch(obj, false, false);
@@ -474,38 +715,32 @@ class WatchFanout final : public informer::ResourceEventHandler {
     Dispatch(obj, true, final_state_unknown);
   }
 
-  // Queues the initial state on `stream` and adds it to the fan-out. With
-  // the fan-out's lock held, an event is either in the indexer snapshot and
-  // dispatched later (the stream drops it: its view already holds that very
-  // object) or not yet applied to the indexer, because the informer calls
-  // this handler inline right after updating the indexer.
-  void Attach(WatchStreamReactor* stream, bool reset,
-              const std::string& namespace_filter,
-              const std::string& index_name, const std::string& index_value) {
-    // Read before taking mu_: the informer holds its own lock while it calls
-    // Dispatch, so asking it anything under mu_ could deadlock. The marker's
-    // resourceVersion is thus a lower bound of the snapshot's.
+  // Attaches `stream` now if the informer has synced, else once it has.
+  void Open(WatchStreamReactor* stream) {
+    // Read before taking mu_: the informer holds its own lock while it
+    // calls Dispatch, so asking it anything under mu_ could deadlock. The
+    // markers' resourceVersion is thus a lower bound of the snapshot's.
     const std::string rv = entry_->informer->LastSyncResourceVersion();
+    const bool synced = entry_->informer->HasSynced();
     absl::MutexLock lock(&mu_);
-    const informer::Indexer& indexer = entry_->informer->GetIndexer();
-    std::vector<informer::ObjectPtr> candidates;
-    if (!index_name.empty()) {
-      candidates = indexer.ByIndex(index_name, index_value)
-                       .value_or(std::vector<informer::ObjectPtr>{});
-    } else if (!namespace_filter.empty()) {
-      candidates = indexer.ByIndex(informer::kNamespaceIndex, namespace_filter)
-                       .value_or(std::vector<informer::ObjectPtr>{});
-    } else {
-      candidates = indexer.List();
+    if (shut_down_) {
+      stream->End(absl::UnavailableError(kShuttingDownMessage));
+      return;
     }
-    std::sort(candidates.begin(), candidates.end(),
-              [](const informer::ObjectPtr& a, const informer::ObjectPtr& b) {
-                return a->Key() < b->Key();
-              });
-    streams_.insert(stream);
+    // Counted from now on (waiting or attached): a lazy informer with
+    // streams is never retired.
     entry_->streams.fetch_add(1);
-    hub_->NoteStreams(1);
-    stream->StartLocked(candidates, reset, seq_, rv);
+    // waiter_done_: the sync happened after `synced` was read.
+    if (synced || waiter_done_) {
+      AttachLocked(stream, rv);
+      return;
+    }
+    waiting_.insert(stream);
+    hub_->NoteWaiting(1);
+    if (!waiter_started_) {
+      waiter_started_ = true;
+      waiter_ = std::thread([this] { WaitForSyncThenAttach(); });
+    }
   }
 
   void Detach(WatchStreamReactor* stream) {
@@ -514,13 +749,21 @@ class WatchFanout final : public informer::ResourceEventHandler {
       entry_->streams.fetch_sub(1);
       hub_->NoteStreams(-1);
     }
+    if (waiting_.erase(stream) > 0) {
+      entry_->streams.fetch_sub(1);
+      hub_->NoteWaiting(-1);
+    }
   }
 
-  void Tick(absl::Time now) {
+  // Bookmarks and resyncs; returns the earliest resync due.
+  absl::Time Tick(absl::Time now) {
     const std::string rv = entry_->informer->LastSyncResourceVersion();
     absl::MutexLock lock(&mu_);
-    if (streams_.empty()) return;
-    for (WatchStreamReactor* s : streams_) s->Tick(now, seq_, rv);
+    absl::Time next = absl::InfiniteFuture();
+    for (WatchStreamReactor* s : streams_) {
+      next = std::min(next, s->Tick(now, seq_, rv));
+    }
+    return next;
   }
 
   void KickAll() {
@@ -528,34 +771,184 @@ class WatchFanout final : public informer::ResourceEventHandler {
     for (WatchStreamReactor* s : streams_) s->Kick();
   }
 
+  // The longest queue of this resource's streams right now (metrics).
+  size_t MaxPending() {
+    absl::MutexLock lock(&mu_);
+    size_t max = 0;
+    for (WatchStreamReactor* s : streams_) {
+      max = std::max(max, s->pending_size());
+    }
+    return max;
+  }
+
+  void Shutdown() {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (WatchStreamReactor* s : streams_) {
+      s->End(absl::UnavailableError(kShuttingDownMessage));
+    }
+    for (WatchStreamReactor* s : waiting_) {
+      s->End(absl::UnavailableError(kShuttingDownMessage));
+    }
+  }
+
  private:
+  // One event of the history: `obj` is the new (or final) state, `prev`
+  // the state before (null if the key did not exist).
+  struct HistoryEvent {
+    uint64_t seq;
+    std::string key;
+    SharedPtr obj;
+    SharedPtr prev;
+    bool deleted;
+    bool tombstone;
+  };
+
   void Dispatch(const informer::ObjectPtr& obj, bool deleted, bool tombstone) {
-    const std::string key = obj->Key();
-    // One shared state for every stream: encoded once per encoding.
-    const auto shared = std::make_shared<const SharedObject>(obj);
+    std::string key = obj->Key();
+    auto shared = std::make_shared<const SharedObject>(obj);
     {
       absl::MutexLock lock(&mu_);
-      const uint64_t seq = ++seq_;
-      for (WatchStreamReactor* s : streams_) {
-        s->Apply(key, shared, deleted, tombstone, seq);
+      auto it = state_.find(key);
+      SharedPtr prev = it == state_.end() ? nullptr : it->second;
+      // Unchanged (the informer's resync, a relist that found the object
+      // as it was): not news for any stream.
+      const bool unchanged = !deleted && Same(prev, shared);
+      if (!unchanged) {
+        const uint64_t seq = ++seq_;
+        if (deleted) {
+          if (it != state_.end()) state_.erase(it);
+        } else {
+          state_[key] = shared;
+        }
+        for (WatchStreamReactor* s : streams_) {
+          s->Apply(key, shared, deleted, tombstone, seq);
+        }
+        if (hub_->options_.history_size > 0) {
+          history_.push_back(HistoryEvent{seq, std::move(key), shared,
+                                          std::move(prev), deleted, tombstone});
+          while (history_.size() > hub_->options_.history_size) {
+            history_.pop_front();
+          }
+        }
       }
     }
     hub_->NoteEvent();
   }
 
+  // True if every event after `seq` is still in the history.
+  bool CoversLocked(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (seq > seq_) return false;
+    if (seq == seq_) return true;
+    return !history_.empty() && history_.front().seq <= seq + 1;
+  }
+
+  // Queues the stream's start (a resume, or RESET? + initial state) and
+  // adds it to the fan-out. Under mu_ no event can slip between the state
+  // read here and the live events the stream gets afterwards.
+  void AttachLocked(WatchStreamReactor* stream, const std::string& rv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    streams_.insert(stream);
+    hub_->NoteStreams(1);
+    const WatchStreamReactor::Filter& filter = stream->filter();
+    const WatchStreamReactor::Start& start = stream->start();
+    bool reset = start.reset;
+    if (start.resume) {
+      if (CoversLocked(start.seq)) {
+        ResumeLocked(stream, start.seq);
+        return;
+      }
+      VLOG(1) << "watch on " << entry_->config.resource << ": token at "
+              << start.seq << " is outside the history (now " << seq_
+              << "): RESET";
+      reset = true;
+    }
+    std::vector<std::pair<std::string, SharedPtr>> objs;
+    for (const auto& [key, obj] : state_) {
+      if (filter.Matches(obj->object())) objs.emplace_back(key, obj);
+    }
+    std::sort(objs.begin(), objs.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    stream->StartLocked(token_prefix_, objs, reset, seq_, rv);
+  }
+
+  // The client's view at `seq`: today's state with each key touched after
+  // `seq` rolled back to its state before its first later event, filtered.
+  // Then the events after `seq`, replayed through the stream's filter.
+  void ResumeLocked(WatchStreamReactor* stream, uint64_t seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::flat_hash_map<std::string, SharedPtr> then;
+    for (auto it = history_.rbegin(); it != history_.rend() && it->seq > seq;
+         ++it) {
+      then[it->key] = it->prev;
+    }
+    const WatchStreamReactor::Filter& filter = stream->filter();
+    std::vector<std::pair<std::string, SharedPtr>> view;
+    for (const auto& [key, obj] : state_) {
+      auto t = then.find(key);
+      const SharedPtr& o = t == then.end() ? obj : t->second;
+      if (o != nullptr && filter.Matches(o->object()))
+        view.emplace_back(key, o);
+    }
+    for (const auto& [key, obj] : then) {
+      if (obj != nullptr && !state_.contains(key) &&
+          filter.Matches(obj->object())) {
+        view.emplace_back(key, obj);
+      }
+    }
+    stream->ResumeLocked(token_prefix_, std::move(view), seq);
+    for (const HistoryEvent& h : history_) {
+      if (h.seq <= seq) continue;
+      stream->Apply(h.key, h.obj, h.deleted, h.tombstone, h.seq);
+    }
+  }
+
+  void WaitForSyncThenAttach() {
+    // WaitForSync returns early when the informer stops; the bounded waits
+    // let this thread notice the hub stopping.
+    while (!entry_->informer->WaitForSync(absl::Seconds(1))) {
+      if (hub_->SleepUnlessStopping(absl::Milliseconds(100))) return;
+    }
+    const std::string rv = entry_->informer->LastSyncResourceVersion();
+    absl::MutexLock lock(&mu_);
+    for (WatchStreamReactor* s : waiting_) {
+      hub_->NoteWaiting(-1);
+      AttachLocked(s, rv);
+    }
+    waiting_.clear();
+    waiter_done_ = true;
+    hub_->WakeTicker();
+  }
+
   WatchHub* const hub_;
+  // Keeps the entry's memory (not its informer running) while the fan-out
+  // exists.
+  const std::shared_ptr<InformerEntry> entry_holder_;
   InformerEntry* const entry_;
+  const std::string token_prefix_;
+  const uint64_t epoch_;
   informer::HandlerRegistration* registration_ = nullptr;
+  std::thread waiter_;
 
   absl::Mutex mu_;
-  // Events handled so far; the resume tokens' sequence number.
+  // Events that changed something so far; the tokens' sequence number.
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // The state as dispatched, per key (consistent with seq_, unlike the
+  // indexer, which may be one event ahead).
+  absl::flat_hash_map<std::string, SharedPtr> state_ ABSL_GUARDED_BY(mu_);
+  std::deque<HistoryEvent> history_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<WatchStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
+  // Streams opened before the informer synced.
+  absl::flat_hash_set<WatchStreamReactor*> waiting_ ABSL_GUARDED_BY(mu_);
+  bool waiter_started_ ABSL_GUARDED_BY(mu_) = false;
+  // The waiter saw the sync and attached the streams waiting then.
+  bool waiter_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 void WatchStreamReactor::OnDone() {
   fanout_->Detach(this);
-  delete this;
+  delete this;  // may destroy a retired fan-out: no lock is held here
 }
 
 WatchHub::WatchHub(InformerRegistry* registry, WatchOptions options,
@@ -564,84 +957,169 @@ WatchHub::WatchHub(InformerRegistry* registry, WatchOptions options,
       options_(options),
       clock_(clock),
       run_id_(std::move(run_id)) {
+  // Fan-outs for the informers that exist now, so their history starts
+  // with the informers; later ones are added on first use.
   for (const auto& entry : registry_->entries()) {
-    auto fanout = std::make_unique<WatchFanout>(this, entry.get());
-    if (absl::Status st = fanout->Register(); !st.ok()) {
-      // Watch on this resource then answers with this error.
+    absl::StatusOr<std::shared_ptr<WatchFanout>> fanout =
+        FanoutFor(entry.get());
+    if (!fanout.ok()) {
       LOG(ERROR) << "cannot serve Watch on " << entry->config.resource << ": "
-                 << st;
-      fanout.reset();
+                 << fanout.status();
     }
-    fanouts_.push_back(std::move(fanout));
   }
+  InformerRegistry::Observer observer;
+  observer.on_retired = [this](InformerEntry* entry) { Retire(entry); };
+  observer_id_ = registry_->AddObserver(std::move(observer));
 }
 
 WatchHub::~WatchHub() {
+  registry_->RemoveObserver(observer_id_);
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (ticker_.joinable()) ticker_.join();
-  fanouts_.clear();
+  std::vector<std::shared_ptr<WatchFanout>> fanouts;
+  {
+    absl::MutexLock lock(&fanouts_mu_);
+    fanouts.swap(fanouts_);
+  }
+  fanouts.clear();
 }
 
-grpc::ServerWriteReactor<v1::WatchResponse>* WatchHub::Open(
-    grpc::CallbackServerContext*, const v1::WatchRequest* request) {
-  if (request->resource().empty()) {
+absl::StatusOr<std::shared_ptr<WatchFanout>> WatchHub::FanoutFor(
+    InformerEntry* entry) {
+  absl::MutexLock lock(&fanouts_mu_);
+  for (const auto& f : fanouts_) {
+    if (f->entry() == entry) return f;
+  }
+  // The registry's own handle on the entry keeps its memory while the
+  // fan-out lives (an InformerRef would keep a lazy informer busy forever).
+  std::shared_ptr<InformerEntry> holder;
+  for (auto& e : registry_->entries()) {
+    if (e.get() == entry) holder = std::move(e);
+  }
+  if (holder == nullptr) {
+    return absl::UnavailableError(absl::StrCat("the informer of \"",
+                                               entry->config.resource,
+                                               "\" is being stopped; retry"));
+  }
+  auto fanout =
+      std::make_shared<WatchFanout>(this, std::move(holder), next_epoch_++);
+  // Registering delivers the existing objects inline (a non-blocking
+  // handler added late is caught up under the informer's lock); the
+  // fan-out takes no hub lock while handling them.
+  if (absl::Status st = fanout->Register(); !st.ok()) {
+    return absl::InternalError(absl::StrCat("Watch is not available for \"",
+                                            entry->config.resource,
+                                            "\": ", st.message()));
+  }
+  fanouts_.push_back(fanout);
+  return fanout;
+}
+
+std::vector<std::shared_ptr<WatchFanout>> WatchHub::Fanouts() const {
+  absl::MutexLock lock(&fanouts_mu_);
+  return fanouts_;
+}
+
+void WatchHub::Retire(InformerEntry* entry) {
+  std::shared_ptr<WatchFanout> retired;
+  {
+    absl::MutexLock lock(&fanouts_mu_);
+    for (auto it = fanouts_.begin(); it != fanouts_.end(); ++it) {
+      if ((*it)->entry() == entry) {
+        retired = std::move(*it);
+        fanouts_.erase(it);
+        break;
+      }
+    }
+  }
+  // Destroyed (its handler removed) here unless the ticker holds it for a
+  // moment; its tokens now get RESET (a new fan-out has a new epoch).
+  retired.reset();
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
+    grpc::CallbackServerContext*, const v1::WatchRequest& request) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return new ErrorReactor(absl::UnavailableError(kShuttingDownMessage));
+    }
+  }
+  if (request.resource().empty()) {
     return new ErrorReactor(absl::InvalidArgumentError("resource is required"));
   }
-  absl::StatusOr<InformerEntry*> entry = registry_->Find(request->resource());
+  // The lease is held until the stream is counted on the entry (which
+  // keeps a lazy informer running).
+  absl::StatusOr<InformerRef> entry = registry_->Find(request.resource());
   if (!entry.ok()) return new ErrorReactor(entry.status());
-  WatchFanout* fanout = nullptr;
-  for (const auto& f : fanouts_) {
-    if (f != nullptr && f->entry() == *entry) fanout = f.get();
-  }
-  if (fanout == nullptr) {
-    return new ErrorReactor(absl::InternalError(
-        absl::StrCat("Watch is not available for \"", request->resource(),
-                     "\"; see the sidecar's log")));
-  }
-  if (!(*entry)->informer->HasSynced()) {
-    return new ErrorReactor(absl::UnavailableError(
-        absl::StrCat("the informer of \"", request->resource(),
-                     "\" has not synced yet; retry shortly")));
-  }
   WatchStreamReactor::Filter filter;
-  filter.namespace_ = request->namespace_();
+  filter.namespace_ = request.namespace_();
   absl::StatusOr<LabelSelector> selector =
-      LabelSelector::Parse(request->label_selector());
-  if (!selector.ok()) return new ErrorReactor(selector.status());
+      LabelSelector::Parse(request.label_selector());
+  if (!selector.ok()) {
+    return new ErrorReactor(absl::InvalidArgumentError(
+        absl::StrCat("label_selector: ", selector.status().message())));
+  }
   filter.selector = *std::move(selector);
-  if (!request->index_name().empty()) {
+  if (!request.index_name().empty()) {
     informer::Indexers indexers =
         (*entry)->informer->GetIndexer().GetIndexers();
-    auto it = indexers.find(request->index_name());
+    auto it = indexers.find(request.index_name());
     if (it == indexers.end()) {
+      std::vector<std::string> names;
+      for (const auto& [name, fn] : indexers) names.push_back(name);
+      std::sort(names.begin(), names.end());
       return new ErrorReactor(absl::InvalidArgumentError(
-          absl::StrCat("resource \"", request->resource(), "\" has no index \"",
-                       request->index_name(), "\"")));
+          absl::StrCat("index_name: resource \"", request.resource(),
+                       "\" has no index \"", request.index_name(),
+                       "\"; available: ", absl::StrJoin(names, ", "))));
     }
-    filter.index_name = request->index_name();
-    filter.index_value = request->index_value();
+    filter.index_name = request.index_name();
+    filter.index_value = request.index_value();
     filter.index_fn = it->second;
   }
-  bool reset = false;
-  if (!request->resume_token().empty()) {
-    absl::StatusOr<std::string> run =
-        DecodeResumeRunId(request->resume_token());
-    if (!run.ok()) return new ErrorReactor(run.status());
-    // No history is kept yet: every token, of this run or another, is
-    // answered with RESET and a fresh initial state.
-    reset = true;
+  absl::StatusOr<absl::Duration> resync = ResyncPeriod(request);
+  if (!resync.ok()) return new ErrorReactor(resync.status());
+  if (absl::Status st = ValidateEncoding(request.encoding()); !st.ok()) {
+    return new ErrorReactor(st);
   }
-  const std::string namespace_filter = filter.namespace_;
-  auto* stream =
-      new WatchStreamReactor(this, fanout, *entry, std::move(filter),
-                             request->encoding(), request->send_old_object());
+  absl::StatusOr<std::shared_ptr<WatchFanout>> fanout = FanoutFor(*entry);
+  if (!fanout.ok()) return new ErrorReactor(fanout.status());
+
+  WatchStreamReactor::Start start;
+  if (!request.resume_token().empty()) {
+    absl::StatusOr<ResumeToken> token =
+        DecodeResumeToken(request.resume_token());
+    if (!token.ok()) {
+      VLOG(1) << "watch: malformed resume_token: RESET";
+      start.reset = true;
+    } else if (token->run_id != run_id_ || token->epoch != (*fanout)->epoch()) {
+      VLOG(1) << "watch: resume_token of another run or resource: RESET";
+      start.reset = true;
+    } else {
+      start.resume = true;
+      start.seq = token->seq;
+    }
+  }
+  auto* stream = new WatchStreamReactor(
+      this, *fanout, entry->get(), std::move(filter), request.encoding(),
+      request.send_old_object(), *resync, start);
   EnsureTicker();
-  fanout->Attach(stream, reset, namespace_filter, request->index_name(),
-                 request->index_value());
+  (*fanout)->Open(stream);
+  if (*resync > absl::ZeroDuration()) WakeTicker();
   return stream;
+}
+
+void WatchHub::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  for (const auto& f : Fanouts()) f->Shutdown();
 }
 
 void WatchHub::EnsureTicker() {
@@ -651,35 +1129,73 @@ void WatchHub::EnsureTicker() {
   ticker_ = std::thread([this] { TickLoop(); });
 }
 
+void WatchHub::WakeTicker() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+}
+
 void WatchHub::TickLoop() {
-  // Ticks at half the interval, so a quiet stream gets its bookmark between
-  // one and one and a half intervals after its last write.
+  // Ticks at half the bookmark interval, so a quiet stream gets its
+  // bookmark between one and one and a half intervals after its last write,
+  // and at every stream's resync deadline.
   const absl::Duration period = options_.bookmark_interval / 2;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      const absl::Time deadline = clock_->Now() + period;
-      clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), deadline);
+      const absl::Time deadline =
+          std::min(clock_->Now() + period, next_resync_);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || wake_;
+      };
+      clock_->AwaitWithDeadline(&mu_, absl::Condition(&woken), deadline);
       if (stopping_) return;
+      wake_ = false;
     }
     const absl::Time now = clock_->Now();
-    for (const auto& f : fanouts_) {
-      if (f != nullptr) f->Tick(now);
-    }
+    absl::Time next = absl::InfiniteFuture();
+    for (const auto& f : Fanouts()) next = std::min(next, f->Tick(now));
+    absl::MutexLock lock(&mu_);
+    next_resync_ = next;
   }
+}
+
+bool WatchHub::SleepUnlessStopping(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  clock_->AwaitWithTimeout(&mu_, absl::Condition(&stopping_), d);
+  return stopping_;
 }
 
 void WatchHub::SetWritesPaused(bool paused) {
   paused_.store(paused);
   if (paused) return;
-  for (const auto& f : fanouts_) {
-    if (f != nullptr) f->KickAll();
-  }
+  for (const auto& f : Fanouts()) f->KickAll();
 }
 
 void WatchHub::NoteEvent() {
   absl::MutexLock lock(&mu_);
   ++events_;
+}
+
+void WatchHub::NoteWritten(const std::array<uint64_t, 8>& by_type) {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < by_type.size(); ++i) {
+    counters_.events_out[i] += by_type[i];
+  }
+}
+
+void WatchHub::NoteCoalesced(uint64_t n) {
+  absl::MutexLock lock(&mu_);
+  counters_.coalesced += n;
+}
+
+void WatchHub::NoteExhausted() {
+  absl::MutexLock lock(&mu_);
+  ++counters_.streams_exhausted;
+}
+
+WatchHub::Counters WatchHub::GetCounters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
 }
 
 void WatchHub::NotePending(size_t n) {
@@ -700,6 +1216,11 @@ void WatchHub::NoteStreams(int delta) {
   open_streams_ += delta;
 }
 
+void WatchHub::NoteWaiting(int delta) {
+  absl::MutexLock lock(&mu_);
+  waiting_streams_ += delta;
+}
+
 void WatchHub::WaitForOpenStreams(int n) const {
   absl::MutexLock lock(&mu_);
   auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -708,9 +1229,23 @@ void WatchHub::WaitForOpenStreams(int n) const {
   mu_.Await(absl::Condition(&reached));
 }
 
+void WatchHub::WaitForWaitingStreams(int n) const {
+  absl::MutexLock lock(&mu_);
+  auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return waiting_streams_ == n;
+  };
+  mu_.Await(absl::Condition(&reached));
+}
+
 uint64_t WatchHub::events() const {
   absl::MutexLock lock(&mu_);
   return events_;
+}
+
+size_t WatchHub::MaxPendingNow() const {
+  size_t max = 0;
+  for (const auto& f : Fanouts()) max = std::max(max, f->MaxPending());
+  return max;
 }
 
 size_t WatchHub::peak_pending() const {

@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "informer/clock.h"
@@ -32,38 +35,113 @@ struct WatchOptions {
   size_t max_pending_keys = 65536;
   // A stream that wrote nothing for this long gets a BOOKMARK.
   absl::Duration bookmark_interval = absl::Seconds(5);
+  // Events each resource's fan-out keeps so that reconnecting streams can
+  // resume after their last token (0: no history, every resume is a RESET).
+  size_t history_size = 10000;
 };
+
+// The shortest per-stream resync_period a request may ask for.
+inline constexpr absl::Duration kMinStreamResyncPeriod = absl::Seconds(1);
+
+// The status streams end with when the sidecar shuts down.
+inline constexpr char kShuttingDownMessage[] =
+    "sidecar shutting down, resume with your token";
+
+// Builds a serialized informer.v1.WatchResponse from events whose objects
+// were serialized beforehand (as informer.v1.Object messages in refcounted
+// grpc::Slices): the object bytes are shared, not copied, by every
+// response that carries them; only the few per-stream fields (type,
+// resourceVersion, token, flags, length prefixes) are encoded per stream.
+// Fields are written in field-number order, so the bytes equal those of
+// the equivalent WatchResponse's SerializeToString.
+//
+// Not thread-safe; reusable after Finish.
+class WatchResponseBuilder {
+ public:
+  struct Event {
+    informer::v1::EventType type = informer::v1::EVENT_TYPE_UNSPECIFIED;
+    // Serialized informer.v1.Object, or null.
+    const grpc::Slice* object = nullptr;
+    const grpc::Slice* old_object = nullptr;
+    absl::string_view resource_version;
+    absl::string_view resume_token;
+    bool initial = false;
+    bool tombstone = false;
+  };
+
+  void Add(const Event& event);
+  int events() const { return events_; }
+  // The response so far; the builder is empty again afterwards.
+  grpc::ByteBuffer Finish();
+
+ private:
+  void FlushSmall();
+
+  std::vector<grpc::Slice> slices_;
+  std::string small_;  // per-stream bytes not yet turned into a slice
+  int events_ = 0;
+};
+
+// Serializes `message` once into a refcounted slice (for
+// WatchResponseBuilder::Event::object).
+grpc::Slice SerializeToSlice(const google::protobuf::MessageLite& message);
 
 class WatchFanout;
 
-// WatchHub serves Informer.Watch: per informer of the registry it registers
-// ONE non-blocking event handler (a WatchFanout) that fans every event out
-// to the open streams of that resource. Streams are gRPC callback reactors
-// (ServerWriteReactor) with one write in flight each; no thread per stream.
+// WatchHub serves Informer.Watch: per informer it registers ONE
+// non-blocking event handler (a WatchFanout) that fans every event out to
+// the open streams of that resource. Streams are gRPC callback reactors
+// (ServerWriteReactor over raw ByteBuffers) with one write in flight each;
+// no thread per stream.
 //
 // A stream sends the current state (ADDED, `initial`), one
 // INITIAL_STATE_DONE, then live events in the informer's order. Each write
 // carries everything queued for the stream at that moment. Objects leaving
 // the filter are sent as DELETED, entering as ADDED. When a stream's queue
 // reaches `max_queue` its events coalesce per key; past `max_pending_keys`
-// distinct keys the stream ends with RESOURCE_EXHAUSTED. Every event carries
-// a resume token (this run's id and a per-informer sequence number); this
-// version keeps no history, so any resume token gets RESET and a fresh
-// initial state. Errors end the call at once: unknown resource NOT_FOUND;
-// bad selector, unknown index or malformed token INVALID_ARGUMENT; an
-// informer not synced yet UNAVAILABLE (retry).
+// distinct keys the stream ends with RESOURCE_EXHAUSTED.
 //
-// Objects: each event's object state is wrapped once by the fan-out and
-// shared by every stream (JSON is the cached Object's text; the Struct form
-// is converted at most once per state). Each stream still copies the bytes
-// into its own response message.
+// Changes only: the fan-out keeps the state it last dispatched per key and
+// drops updates that carry the same UID and resourceVersion (the informer's
+// own resyncs, objects a relist found unchanged), so a relist reaches
+// streams as its differences only (changed objects MODIFIED, vanished ones
+// DELETED with `tombstone`).
+//
+// Resume: every event carries a token (this run's id, the fan-out's epoch
+// and a per-resource sequence number). Each fan-out keeps the last
+// `history_size` events, each with the state its object had before. A
+// stream resuming from sequence S rebuilds what the client held at S
+// (today's state with every key touched after S rolled back to its state
+// at S, through the request's filter), then replays the events after S
+// through the same filter logic as a live stream, so enter/leave events are
+// exact. A token of another run or resource, a malformed one, or one older
+// than the history gets RESET and a fresh initial state.
+//
+// Tokens inside a coalesced run (a slow stream's queue collapsed per key)
+// name the position before the run, except the run's last event, which
+// names the position after it: resuming from the middle of a run re-sends
+// the run's remaining differences, never skips one.
+//
+// Per-stream resync (`resync_period`, >= 1 s): every period the stream
+// queues a SYNC event for every object it holds.
+//
+// Before the informer synced, a Watch waits (no error): its initial state
+// goes out once the informer synced (a per-resource waiter thread exists
+// only while such streams wait).
+//
+// Objects: each object state is serialized once per encoding and the same
+// bytes (a refcounted slice) go to every stream that sends it.
 //
 // One background thread (started with the first stream) sends BOOKMARKs on
-// quiet streams, waiting on `clock`.
+// quiet streams and SYNCs, waiting on `clock`.
 //
-// Thread-safety: Open from any thread. The registry and clock must outlive
-// the hub; every stream must be done (the gRPC server shut down and waited
-// for) before the hub is destroyed.
+// Lazy informers: a fan-out is created on the first Watch of a resource
+// and dropped when the registry retires the informer (which it does only
+// when no stream is open or waiting on it).
+//
+// Thread-safety: Open/Shutdown from any thread. The registry and clock must
+// outlive the hub; every stream must be done (the gRPC server shut down and
+// waited for) before the hub is destroyed.
 class WatchHub {
  public:
   WatchHub(InformerRegistry* registry, WatchOptions options,
@@ -73,9 +151,29 @@ class WatchHub {
   WatchHub& operator=(const WatchHub&) = delete;
 
   // Starts one Watch call (errors end the call at once with their status).
-  grpc::ServerWriteReactor<informer::v1::WatchResponse>* Open(
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Open(
       grpc::CallbackServerContext* context,
-      const informer::v1::WatchRequest* request);
+      const informer::v1::WatchRequest& request);
+
+  // Ends every stream (also those waiting for a sync) with UNAVAILABLE
+  // kShuttingDownMessage; later calls get the same at once. Idempotent.
+  void Shutdown();
+
+  // Monotonic counters for metrics (read-only; cheap to read).
+  struct Counters {
+    // Events written to streams, indexed by informer::v1::EventType value.
+    std::array<uint64_t, 8> events_out{};
+    // Pending events removed by coalescing (a slow stream's queue collapsed
+    // per key).
+    uint64_t coalesced = 0;
+    // Streams ended with RESOURCE_EXHAUSTED because they fell too far
+    // behind (their pending events dropped).
+    uint64_t streams_exhausted = 0;
+  };
+  Counters GetCounters() const;
+  // The longest pending queue of any open stream right now (walks the
+  // streams: for scrapes, not hot paths).
+  size_t MaxPendingNow() const;
 
   // --- For tests ---
   // While paused, streams queue events but start no write.
@@ -86,6 +184,8 @@ class WatchHub {
   uint64_t events() const;
   // Blocks until exactly `n` streams are open (attached and not yet done).
   void WaitForOpenStreams(int n) const;
+  // Blocks until exactly `n` streams wait for their informer's sync.
+  void WaitForWaitingStreams(int n) const;
   // The largest pending queue any stream has held.
   size_t peak_pending() const;
 
@@ -93,27 +193,56 @@ class WatchHub {
   friend class WatchFanout;
   friend class WatchStreamReactor;
 
+  // The fan-out of `entry`, created (and its handler registered) on first
+  // use, so informers the registry starts later are served too.
+  absl::StatusOr<std::shared_ptr<WatchFanout>> FanoutFor(InformerEntry* entry);
+  std::vector<std::shared_ptr<WatchFanout>> Fanouts() const;
+  // The registry retires a lazy informer: forget its fan-out.
+  void Retire(InformerEntry* entry);
   void EnsureTicker();
+  void WakeTicker();
   void TickLoop();
+  // Waits on the clock for `d` or until the hub stops; true if stopping.
+  bool SleepUnlessStopping(absl::Duration d);
   void NoteEvent();
+  void NoteWritten(const std::array<uint64_t, 8>& by_type);
+  void NoteCoalesced(uint64_t n);
+  void NoteExhausted();
   void NotePending(size_t n);
   void NoteStreams(int delta);
+  void NoteWaiting(int delta);
 
   InformerRegistry* const registry_;
   const WatchOptions options_;
   informer::Clock* const clock_;
   const std::string run_id_;
-  std::vector<std::unique_ptr<WatchFanout>> fanouts_;  // one per entry
   // Read by streams under their own locks, hence not under mu_.
   std::atomic<bool> paused_{false};
 
+  // Held while a fan-out registers its handler (which takes the
+  // informer's lock and delivers existing objects inline), so it comes
+  // before every other lock: fanouts_mu_ -> informer -> WatchFanout ->
+  // stream -> mu_.
+  mutable absl::Mutex fanouts_mu_;
+  // One per informer with Watch traffic; a lazy informer's fan-out is
+  // dropped when the registry retires it (then it has no stream).
+  std::vector<std::shared_ptr<WatchFanout>> fanouts_
+      ABSL_GUARDED_BY(fanouts_mu_);
+  uint64_t next_epoch_ ABSL_GUARDED_BY(fanouts_mu_) = 1;
+
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool ticker_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time next_resync_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;
   size_t peak_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  Counters counters_ ABSL_GUARDED_BY(mu_);
   int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_streams_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread ticker_;
+  int observer_id_ = -1;
 };
 
 }  // namespace server

@@ -3,8 +3,10 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "informer/clock.h"
@@ -60,7 +63,9 @@ struct ClientState {
 
 class WatchStreamTest : public ::testing::Test {
  protected:
-  void Start(WatchOptions watch = {}) {
+  // With `start_informers` false the service is up before the informer
+  // starts (StartInformers() later).
+  void Start(WatchOptions watch = {}, bool start_informers = true) {
     ListerWatcherFactory factory = [this](const ResourceConfig&)
         -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
       auto source = std::make_unique<informer::FakeSource>();
@@ -74,9 +79,8 @@ class WatchStreamTest : public ::testing::Test {
     for (const auto& [ns, name, app] : seed_) {
       ASSERT_TRUE(source_->Add(ns, name, Labels{{"app", app}}).ok());
     }
-    ASSERT_TRUE(registry_->Start().ok());
     entry_ = *registry_->Find("pods");
-    ASSERT_TRUE(entry_->informer->WaitForSync(absl::Seconds(30)));
+    if (start_informers) StartInformers();
     InformerService::Options options;
     options.watch = watch;
     service_ =
@@ -90,6 +94,11 @@ class WatchStreamTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Informer::NewStub(grpc::CreateChannel(
         absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+
+  void StartInformers() {
+    ASSERT_TRUE(registry_->Start().ok());
+    ASSERT_TRUE(entry_->informer->WaitForSync(absl::Seconds(30)));
   }
 
   void TearDown() override {
@@ -507,11 +516,23 @@ TEST_F(WatchStreamTest, RequestErrors) {
               grpc::StatusCode::INVALID_ARGUMENT);
   }
   {
+    // A newer client's encoding: refused, not silently JSON.
     v1::WatchRequest req = Pods();
-    req.set_resume_token("%%%");
+    req.set_encoding(static_cast<v1::Encoding>(9));
     auto call = Open(req);
-    EXPECT_EQ(Finish(call.get()).error_code(),
-              grpc::StatusCode::INVALID_ARGUMENT);
+    grpc::Status st = Finish(call.get());
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_TRUE(absl::StrContains(st.error_message(), "encoding"));
+  }
+  for (int64_t nanos : {int64_t{-1000000000}, int64_t{500000000}}) {
+    v1::WatchRequest req = Pods();
+    req.mutable_resync_period()->set_seconds(nanos / 1000000000);
+    req.mutable_resync_period()->set_nanos(nanos % 1000000000);
+    auto call = Open(req);
+    grpc::Status st = Finish(call.get());
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << nanos;
+    EXPECT_TRUE(absl::StrContains(st.error_message(), "resync_period"))
+        << st.error_message();
   }
 }
 
@@ -560,6 +581,462 @@ TEST_F(WatchStreamTest, QuietStreamGetsBookmark) {
             entry_->informer->LastSyncResourceVersion());
   EXPECT_FALSE(resp.events(0).resume_token().empty());
   EXPECT_FALSE(resp.events(0).has_object());
+}
+
+// The token of the stream's last event, decoded ("w2/run/epoch/seq").
+std::vector<std::string> TokenParts(const std::string& token) {
+  std::string raw;
+  EXPECT_TRUE(absl::WebSafeBase64Unescape(token, &raw));
+  return absl::StrSplit(raw, '/');
+}
+
+std::vector<v1::EventType> Types(const std::vector<v1::Event>& events) {
+  std::vector<v1::EventType> out;
+  for (const v1::Event& e : events) out.push_back(e.type());
+  return out;
+}
+
+TEST_F(WatchStreamTest, ResumeWithinHistoryContinuesExactlyAfterTheToken) {
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  ASSERT_TRUE(source_->Modify("default", "a", Labels{{"app", "v2"}}).ok());
+  ReadEvents(call.get(), &state, 1);
+  // The client processed up to here, then lost the connection.
+  const std::string token = state.events.back().resume_token();
+  ClientState resumed;
+  resumed.objects = state.objects;
+  ASSERT_TRUE(source_->Add("default", "d", Labels{{"app", "web"}}).ok());
+  ReadEvents(call.get(), &state, 1);
+  call->ctx.TryCancel();
+  Finish(call.get());
+  // More changes while no stream is open.
+  const uint64_t before = service_->watch_hub().events();
+  ASSERT_TRUE(source_->Delete("default", "b").ok());
+  ASSERT_TRUE(source_->Modify("kube-system", "c", Labels{{"app", "db"}}).ok());
+  service_->watch_hub().WaitForEvents(before + 2);
+
+  v1::WatchRequest req = Pods();
+  req.set_resume_token(token);
+  auto again = Open(req);
+  ReadEvents(again.get(), &resumed, 3);
+  EXPECT_EQ(
+      Types(resumed.events),
+      (std::vector<v1::EventType>{v1::EVENT_TYPE_ADDED, v1::EVENT_TYPE_DELETED,
+                                  v1::EVENT_TYPE_MODIFIED}));
+  for (const v1::Event& e : resumed.events) EXPECT_FALSE(e.initial());
+  EXPECT_EQ(resumed.objects, SourceState());
+  // Live events continue after the replay.
+  ASSERT_TRUE(source_->Add("default", "e").ok());
+  ReadEvents(again.get(), &resumed, 1);
+  EXPECT_EQ(resumed.events.back().type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ(resumed.objects, SourceState());
+}
+
+TEST_F(WatchStreamTest, ResumeReappliesTheFilterWithEnterAndLeave) {
+  Start();
+  v1::WatchRequest req = Pods();
+  req.set_label_selector("app=web");
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  ASSERT_EQ(state.objects.size(), 2u);  // default/a, kube-system/c
+  const std::string token = state.events.back().resume_token();
+  call->ctx.TryCancel();
+  Finish(call.get());
+  const uint64_t before = service_->watch_hub().events();
+  ASSERT_TRUE(source_->Modify("default", "a", Labels{{"app", "db"}}).ok());
+  ASSERT_TRUE(source_->Modify("default", "b", Labels{{"app", "web"}}).ok());
+  ASSERT_TRUE(
+      source_->Modify("default", "b", Labels{{"app", "web"}, {"x", "1"}}).ok());
+  ASSERT_TRUE(source_->Modify("kube-system", "c", Labels{{"app", "db"}}).ok());
+  ASSERT_TRUE(source_->Modify("kube-system", "c", Labels{{"app", "web"}}).ok());
+  ASSERT_TRUE(source_->Add("default", "z", Labels{{"app", "db"}}).ok());
+  service_->watch_hub().WaitForEvents(before + 6);
+
+  req.set_resume_token(token);
+  auto again = Open(req);
+  ClientState resumed;
+  resumed.objects = state.objects;
+  ReadEvents(again.get(), &resumed, 5);
+  EXPECT_EQ(
+      Types(resumed.events),
+      (std::vector<v1::EventType>{v1::EVENT_TYPE_DELETED,   // a left
+                                  v1::EVENT_TYPE_ADDED,     // b entered
+                                  v1::EVENT_TYPE_MODIFIED,  // b changed inside
+                                  v1::EVENT_TYPE_DELETED,   // c left
+                                  v1::EVENT_TYPE_ADDED}));  // c came back
+  std::map<std::string, std::string> want;
+  for (const auto& [key, json] : SourceState()) {
+    if (absl::StrContains(json, R"("app":"web")")) want[key] = json;
+  }
+  EXPECT_EQ(resumed.objects, want);
+  EXPECT_EQ(resumed.objects.size(), 2u);  // default/b, kube-system/c
+}
+
+TEST_F(WatchStreamTest, TokenOlderThanTheHistoryGetsResetAndFreshState) {
+  Start({.history_size = 2});
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const std::string token = state.events.back().resume_token();
+  call->ctx.TryCancel();
+  Finish(call.get());
+  const uint64_t before = service_->watch_hub().events();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(source_->Add("default", absl::StrCat("n", i)).ok());
+  }
+  service_->watch_hub().WaitForEvents(before + 3);
+  v1::WatchRequest req = Pods();
+  req.set_resume_token(token);
+  auto again = Open(req);
+  ClientState fresh;
+  ReadInitial(again.get(), &fresh);
+  EXPECT_EQ(fresh.events.front().type(), v1::EVENT_TYPE_RESET);
+  EXPECT_EQ(fresh.objects, SourceState());
+  EXPECT_EQ(fresh.objects.size(), 6u);
+}
+
+TEST_F(WatchStreamTest, TokenOfAnotherRunOrResourceOrMalformedGetsReset) {
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const std::vector<std::string> parts =
+      TokenParts(state.events.back().resume_token());
+  ASSERT_EQ(parts.size(), 4u);
+  ASSERT_EQ(parts[0], "w2");
+  const std::string other_run = absl::WebSafeBase64Escape(
+      absl::StrCat("w2/not-", parts[1], "/", parts[2], "/", parts[3]));
+  const std::string other_resource = absl::WebSafeBase64Escape(
+      absl::StrCat("w2/", parts[1], "/", parts[2], "9/", parts[3]));
+  for (const std::string& token :
+       {other_run, other_resource, std::string("%%%"),
+        absl::WebSafeBase64Escape("w2/x")}) {
+    v1::WatchRequest req = Pods();
+    req.set_resume_token(token);
+    auto again = Open(req);
+    ClientState fresh;
+    ReadInitial(again.get(), &fresh);
+    EXPECT_EQ(fresh.events.front().type(), v1::EVENT_TYPE_RESET) << token;
+    EXPECT_EQ(fresh.objects, SourceState());
+  }
+}
+
+TEST_F(WatchStreamTest, RelistSendsOnlyTheDifferences) {
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const size_t initial_events = state.events.size();
+  // While the informer is cut off: a changes, b goes, c stays as it was;
+  // the history is compacted, so the informer relists (410).
+  const absl::Status cut = absl::UnavailableError("cut");
+  source_->FailWatches(1 << 30, cut);
+  source_->FailLists(1 << 30, cut);
+  source_->BreakWatches(cut);
+  ASSERT_TRUE(source_->Modify("default", "a", Labels{{"app", "v2"}}).ok());
+  ASSERT_TRUE(source_->Delete("default", "b").ok());
+  source_->CompactHistory();
+  source_->FailLists(0, absl::OkStatus());
+  source_->FailWatches(0, absl::OkStatus());
+  ReadEvents(call.get(), &state, 2);
+  // A marker event: anything the relist sent is before it.
+  ASSERT_TRUE(source_->Add("default", "z").ok());
+  while (state.objects.count("default/z") == 0) {
+    ASSERT_TRUE(ReadOne(call.get(), &state));
+  }
+  std::map<std::string, v1::Event> live;
+  for (size_t i = initial_events; i < state.events.size(); ++i) {
+    auto obj = informer::Object::Parse(state.events[i].object().json());
+    ASSERT_TRUE(obj.ok());
+    EXPECT_EQ(live.count((*obj)->Key()), 0u) << (*obj)->Key();
+    live[(*obj)->Key()] = state.events[i];
+  }
+  ASSERT_EQ(live.size(), 3u);
+  EXPECT_EQ(live["default/a"].type(), v1::EVENT_TYPE_MODIFIED);
+  EXPECT_EQ(live["default/b"].type(), v1::EVENT_TYPE_DELETED);
+  EXPECT_TRUE(live["default/b"].tombstone());
+  EXPECT_EQ(live["default/z"].type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ(live.count("kube-system/c"), 0u);
+  EXPECT_EQ(state.objects, SourceState());
+}
+
+TEST_F(WatchStreamTest, PerStreamResyncSendsSyncForEveryMatchingObject) {
+  Start({.bookmark_interval = absl::Hours(1)});
+  v1::WatchRequest req = Pods();
+  req.set_label_selector("app=web");
+  req.mutable_resync_period()->set_seconds(1);
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  v1::WatchResponse resp;
+  bool read_ok = false;
+  absl::Notification got;
+  std::thread reader([&] {
+    read_ok = ReadOne(call.get(), &state, &resp);
+    got.Notify();
+  });
+  for (int i = 0; i < 100 && !got.HasBeenNotified(); ++i) {
+    clock_.WaitForWaiters(1);  // the ticker
+    clock_.Advance(absl::Seconds(1));
+  }
+  reader.join();
+  ASSERT_TRUE(read_ok);
+  ASSERT_EQ(resp.events_size(), 2);
+  std::set<std::string> keys;
+  for (const v1::Event& e : resp.events()) {
+    EXPECT_EQ(e.type(), v1::EVENT_TYPE_SYNC);
+    EXPECT_FALSE(e.initial());
+    EXPECT_FALSE(e.resume_token().empty());
+    auto obj = informer::Object::Parse(e.object().json());
+    ASSERT_TRUE(obj.ok());
+    keys.insert((*obj)->Key());
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"default/a", "kube-system/c"}));
+}
+
+TEST_F(WatchStreamTest, WatchBeforeSyncWaitsThenSendsTheInitialState) {
+  Start({}, /*start_informers=*/false);
+  auto call = Open(Pods());
+  service_->watch_hub().WaitForWaitingStreams(1);
+  StartInformers();
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  EXPECT_EQ(state.events.front().type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ(state.objects, SourceState());
+  EXPECT_EQ(state.objects.size(), 3u);
+  service_->watch_hub().WaitForWaitingStreams(0);
+  service_->watch_hub().WaitForOpenStreams(1);
+}
+
+TEST_F(WatchStreamTest, ShutdownEndsStreamsWithUnavailableAndTheirToken) {
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  service_->watch_hub().Shutdown();
+  grpc::Status st = Finish(call.get());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(st.error_message(), kShuttingDownMessage);
+  auto late = Open(Pods());
+  EXPECT_EQ(Finish(late.get()).error_code(), grpc::StatusCode::UNAVAILABLE);
+  service_->watch_hub().WaitForOpenStreams(0);
+}
+
+TEST_F(WatchStreamTest, ShutdownEndsStreamsWaitingForSync) {
+  Start({}, /*start_informers=*/false);
+  auto call = Open(Pods());
+  service_->watch_hub().WaitForWaitingStreams(1);
+  service_->watch_hub().Shutdown();
+  EXPECT_EQ(Finish(call.get()).error_code(), grpc::StatusCode::UNAVAILABLE);
+  service_->watch_hub().WaitForWaitingStreams(0);
+}
+
+TEST_F(WatchStreamTest, TokensOfACoalescedBatchResumeWithoutSkipping) {
+  Start({.max_queue = 8});
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const size_t initial = state.events.size();
+  const uint64_t before = service_->watch_hub().events();
+  service_->watch_hub().SetWritesPaused(true);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(
+        source_->Modify("default", "a", Labels{{"app", absl::StrCat("v", i)}})
+            .ok());
+    ASSERT_TRUE(source_->Add("default", absl::StrCat("n", i)).ok());
+  }
+  service_->watch_hub().WaitForEvents(before + 12);
+  service_->watch_hub().SetWritesPaused(false);
+  while (state.objects != SourceState())
+    ASSERT_TRUE(ReadOne(call.get(), &state));
+  // Coalesced to one event per object: a's MODIFIED and six ADDED.
+  const std::vector<v1::Event> batch(state.events.begin() + initial,
+                                     state.events.end());
+  ASSERT_EQ(batch.size(), 7u);
+  // Every token but the last names the position before the batch.
+  for (size_t i = 1; i + 1 < batch.size(); ++i) {
+    EXPECT_EQ(batch[i].resume_token(), batch[0].resume_token());
+  }
+  EXPECT_NE(batch.back().resume_token(), batch[0].resume_token());
+  call->ctx.TryCancel();
+  Finish(call.get());
+
+  // Resuming from the middle of the batch re-sends the batch's changes
+  // relative to the state before it: nothing is skipped.
+  {
+    v1::WatchRequest req = Pods();
+    req.set_resume_token(batch[3].resume_token());
+    auto again = Open(req);
+    std::map<std::string, std::string> objects;
+    for (size_t i = 0; i < initial; ++i) {
+      if (!state.events[i].has_object()) continue;
+      auto obj = informer::Object::Parse(state.events[i].object().json());
+      ASSERT_TRUE(obj.ok());
+      objects[(*obj)->Key()] = state.events[i].object().json();
+    }
+    size_t replayed = 0;
+    while (objects != SourceState()) {
+      v1::WatchResponse resp;
+      ASSERT_TRUE(again->reader->Read(&resp));
+      for (const v1::Event& e : resp.events()) {
+        ASSERT_NE(e.type(), v1::EVENT_TYPE_RESET);
+        if (!e.has_object()) continue;
+        ++replayed;
+        auto obj = informer::Object::Parse(e.object().json());
+        ASSERT_TRUE(obj.ok());
+        if (e.type() == v1::EVENT_TYPE_DELETED) {
+          objects.erase((*obj)->Key());
+        } else {
+          objects[(*obj)->Key()] = e.object().json();
+        }
+      }
+    }
+    // One event per object, plus what went out before the replay coalesced.
+    EXPECT_GE(replayed, 7u);
+    EXPECT_LE(replayed, 12u);
+  }
+  // Resuming from the batch's last token replays nothing.
+  v1::WatchRequest req = Pods();
+  req.set_resume_token(batch.back().resume_token());
+  auto last = Open(req);
+  ClientState resumed;
+  resumed.objects = state.objects;
+  ASSERT_TRUE(source_->Add("default", "z").ok());
+  ReadEvents(last.get(), &resumed, 1);
+  ASSERT_EQ(resumed.events.size(), 1u);
+  EXPECT_EQ(resumed.events[0].type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ(resumed.objects, SourceState());
+}
+
+// A lazily started informer: Watch starts it, the stream keeps it running,
+// and once the registry retires it (idle) its fan-out goes too; a later
+// Watch gets a fresh informer, and tokens of the old one get RESET.
+TEST(WatchLazyInformerTest, RetiredInformerDropsItsFanout) {
+  informer::FakeClock clock;
+  InformerRegistry::Options options;
+  options.clock = &clock;
+  options.allow_unlisted = true;
+  options.lazy_idle_timeout = absl::Minutes(1);
+  ListerWatcherFactory factory = [](const ResourceConfig&)
+      -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
+    auto source = std::make_unique<informer::FakeSource>();
+    if (absl::Status st = source->Add("default", "s1").status(); !st.ok()) {
+      return st;
+    }
+    return source;
+  };
+  auto registry =
+      InformerRegistry::Create({{.resource = "pods"}}, factory, options);
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  ASSERT_TRUE((*registry)->Start().ok());
+  auto service = std::make_unique<InformerService>(
+      registry->get(), InformerService::Options{}, &clock);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Informer::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto read_initial = [&](const std::string& token) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(60));
+    v1::WatchRequest req;
+    req.set_resource("secrets");
+    req.set_resume_token(token);
+    auto reader = stub->Watch(&ctx, req);
+    std::vector<v1::Event> events;
+    v1::WatchResponse resp;
+    while (events.empty() ||
+           events.back().type() != v1::EVENT_TYPE_INITIAL_STATE_DONE) {
+      EXPECT_TRUE(reader->Read(&resp));
+      if (HasFailure()) break;
+      events.insert(events.end(), resp.events().begin(), resp.events().end());
+    }
+    ctx.TryCancel();
+    while (reader->Read(&resp)) {
+    }
+    reader->Finish();
+    service->watch_hub().WaitForOpenStreams(0);
+    return events;
+  };
+  const std::vector<v1::Event> first = read_initial("");
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].type(), v1::EVENT_TYPE_ADDED);
+  const std::string token = first.back().resume_token();
+  // Idle: stopped between one and one and a quarter minutes later.
+  for (int i = 0; i < 12 && (*registry)->lazy_stops() == 0; ++i) {
+    clock.Advance(absl::Seconds(15));
+    (*registry)->WaitForIdleCheck(clock.Now());
+  }
+  ASSERT_EQ((*registry)->lazy_stops(), 1);
+  const std::vector<v1::Event> again = read_initial(token);
+  ASSERT_EQ(again.size(), 3u);
+  EXPECT_EQ(again[0].type(), v1::EVENT_TYPE_RESET);
+  EXPECT_EQ(again[1].type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ((*registry)->lazy_starts(), 2);
+  server->Shutdown(std::chrono::system_clock::now());
+  server->Wait();
+  service.reset();
+  (*registry)->Stop();
+}
+
+TEST(WatchResponseBuilderTest, BytesEqualTheMessageSerialization) {
+  v1::Object obj;
+  obj.set_json(R"({"metadata":{"name":"a"}})");
+  v1::Object old;
+  old.set_json(R"({"metadata":{"name":"a","x":1}})");
+  const grpc::Slice obj_bytes = SerializeToSlice(obj);
+  const grpc::Slice old_bytes = SerializeToSlice(old);
+  WatchResponseBuilder builder;
+  builder.Add({.type = v1::EVENT_TYPE_MODIFIED,
+               .object = &obj_bytes,
+               .old_object = &old_bytes,
+               .resource_version = "7",
+               .resume_token = "tok",
+               .tombstone = true});
+  builder.Add({.type = v1::EVENT_TYPE_ADDED,
+               .object = &obj_bytes,
+               .resource_version = "8",
+               .resume_token = std::string(300, 't'),
+               .initial = true});
+  builder.Add({.type = v1::EVENT_TYPE_INITIAL_STATE_DONE,
+               .resource_version = "9",
+               .resume_token = "t3"});
+  EXPECT_EQ(builder.events(), 3);
+  grpc::ByteBuffer buffer = builder.Finish();
+  EXPECT_EQ(builder.events(), 0);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  v1::WatchResponse want;
+  v1::Event* e = want.add_events();
+  e->set_type(v1::EVENT_TYPE_MODIFIED);
+  *e->mutable_object() = obj;
+  *e->mutable_old_object() = old;
+  e->set_resource_version("7");
+  e->set_resume_token("tok");
+  e->set_tombstone(true);
+  e = want.add_events();
+  e->set_type(v1::EVENT_TYPE_ADDED);
+  *e->mutable_object() = obj;
+  e->set_resource_version("8");
+  e->set_resume_token(std::string(300, 't'));
+  e->set_initial(true);
+  e = want.add_events();
+  e->set_type(v1::EVENT_TYPE_INITIAL_STATE_DONE);
+  e->set_resource_version("9");
+  e->set_resume_token("t3");
+  EXPECT_EQ(bytes, want.SerializeAsString());
 }
 
 }  // namespace

@@ -13,8 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsimdjson-dev rapidjson-dev libyaml-cpp-dev libcpp-httplib-dev
   libssl-dev zlib1g-dev
-  # Python (tests, SDK): Debian's interpreter with its gRPC and protobuf
-  python3 python3-venv python3-grpcio python3-protobuf
+  # Python (tests, SDK): Debian's interpreter with its gRPC, protobuf, YAML
+  python3 python3-venv python3-grpcio python3-protobuf python3-yaml
   # Tools used by tests and scripts
   curl ca-certificates openssl procps
 )

@@ -392,6 +392,7 @@ void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
 
 absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
                                                    const Credentials& creds) {
+  const absl::Time start = clock_->Now();
   curl_slist* headers = nullptr;
   curl_slist* connect_to = nullptr;
   CURL* h = NewHandle(req, creds, /*streaming=*/false, &headers);
@@ -428,6 +429,13 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   curl_easy_cleanup(h);
   curl_slist_free_all(headers);
   curl_slist_free_all(connect_to);
+  if (options_.observer) {
+    RequestObservation o;
+    o.verb = req.method;
+    o.code = failed.ok() ? static_cast<int>(code) : 0;
+    o.latency = clock_->Now() - start;
+    options_.observer(o);
+  }
   if (!failed.ok()) return failed;
   resp.status = static_cast<int>(code);
   resp.body = std::move(st.body);
@@ -617,9 +625,17 @@ absl::StatusOr<std::unique_ptr<HttpStream>> HttpTransport::Stream(
   while (true) {
     absl::StatusOr<Credentials> creds = creds_->Get();
     if (!creds.ok()) return creds.status();
+    const absl::Time start = clock_->Now();
     auto stream = std::make_unique<CurlStream>(this, req, *creds, idle_timeout);
     int code = 0;
     absl::Status s = stream->AwaitHeaders(&code);
+    if (options_.observer) {
+      RequestObservation o;
+      o.verb = "WATCH";
+      o.code = s.ok() ? code : 0;
+      o.latency = clock_->Now() - start;
+      options_.observer(o);
+    }
     if (!s.ok()) return s;
     if (Is2xx(code)) return std::unique_ptr<HttpStream>(std::move(stream));
     absl::StatusOr<std::string> body = stream->ReadAll();

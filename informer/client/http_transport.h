@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -77,12 +78,28 @@ struct HttpResponse {
   uint64_t bytes_received = 0;
 };
 
+// One HTTP exchange with the API server, as seen by an observer (metrics):
+// never bodies, headers or credentials.
+struct RequestObservation {
+  // The HTTP method; "WATCH" for streaming requests (Stream).
+  std::string verb;
+  // The HTTP status code; 0 when no response arrived (connection refused,
+  // cut, timed out).
+  int code = 0;
+  // On the transport's clock: until the whole body arrived (Do), or the
+  // response headers (Stream).
+  absl::Duration latency;
+};
+
 struct TransportOptions {
   // GETs answered 429/503 with a Retry-After are retried this many times.
   int max_get_retries = 3;
   // Longest Retry-After honoured by an internal retry; a longer one is
   // returned to the caller.
   absl::Duration max_retry_wait = absl::Seconds(10);
+  // Optional: called after every attempt (a retried request reports each
+  // one) on the requesting thread. Must be thread-safe and cheap.
+  std::function<void(const RequestObservation&)> observer;
 };
 
 // A response body being received incrementally (a watch). Read() from one

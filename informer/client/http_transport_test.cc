@@ -432,6 +432,84 @@ TEST(HttpTransportTest, TooManyRequestsGetWaitsRetryAfterOnClock) {
   EXPECT_EQ(calls.load(), 2);
 }
 
+// The observer sees every attempt (a retried GET twice) with its verb,
+// code and latency on the transport's clock, and streams as WATCH.
+TEST(HttpTransportTest, ObserverSeesEveryAttempt) {
+  TestServer srv;
+  std::atomic<int> calls{0};
+  srv.server().Get(
+      "/api", [&](const httplib::Request&, httplib::Response& res) {
+        if (++calls == 1) {
+          res.status = 429;
+          res.set_header("Retry-After", "2");
+          res.set_content("{}", "application/json");
+          return;
+        }
+        res.set_content("{}", "application/json");
+      });
+  srv.server().Get("/watch", [](const httplib::Request&,
+                                httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  srv.Start();
+  FakeClock clock;
+  absl::Mutex mu;
+  std::vector<RequestObservation> seen;
+  TransportOptions options;
+  options.observer = [&](const RequestObservation& o) {
+    absl::MutexLock lock(&mu);
+    seen.push_back(o);
+  };
+  RestConfig rc = Config(srv.url());
+  auto created = HttpTransport::Create(
+      rc, std::make_unique<StaticCredentialProvider>(Credentials{}), &clock,
+      options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<HttpTransport> t = *std::move(created);
+  std::thread caller([&] {
+    HttpRequest req;
+    req.path = "/api";
+    EXPECT_TRUE(t->Do(req).ok());
+  });
+  const absl::Time start = clock.Now();
+  EXPECT_EQ(clock.WaitForWaiters(1), start + absl::Seconds(2));
+  clock.Advance(absl::Seconds(2));
+  caller.join();
+  HttpRequest watch;
+  watch.path = "/watch";
+  EXPECT_TRUE(t->Stream(watch, absl::Seconds(30)).ok());
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].verb, "GET");
+  EXPECT_EQ(seen[0].code, 429);
+  EXPECT_EQ(seen[0].latency, absl::ZeroDuration());  // the fake clock
+  EXPECT_EQ(seen[1].verb, "GET");
+  EXPECT_EQ(seen[1].code, 200);
+  EXPECT_EQ(seen[2].verb, "WATCH");
+  EXPECT_EQ(seen[2].code, 200);
+}
+
+TEST(HttpTransportTest, ObserverSeesRefusedConnectionsAsCodeZero) {
+  int code = -1;
+  std::string verb;
+  TransportOptions options;
+  options.observer = [&](const RequestObservation& o) {
+    code = o.code;
+    verb = o.verb;
+  };
+  auto t = HttpTransport::Create(
+      Config(absl::StrCat("http://127.0.0.1:", UnusedPort())),
+      std::make_unique<StaticCredentialProvider>(Credentials{}), RealClock(),
+      options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  HttpRequest req;
+  req.method = "POST";
+  req.path = "/api";
+  EXPECT_FALSE((*t)->Do(req).ok());
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(verb, "POST");
+}
+
 TEST(HttpTransportTest, ServiceUnavailableGetWaitsRetryAfterOnClock) {
   TestServer srv;
   std::atomic<int> calls{0};

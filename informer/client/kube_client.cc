@@ -47,12 +47,13 @@ absl::StatusOr<RestConfig> LoadRestConfig(const ConnectionFlags& flags) {
 }
 
 absl::StatusOr<std::unique_ptr<KubeClient>> KubeClient::Create(
-    const RestConfig& config, Clock* clock) {
+    const RestConfig& config, Clock* clock, TransportOptions transport) {
   absl::StatusOr<std::unique_ptr<CredentialProvider>> creds =
       MakeCredentialProvider(config, clock);
   if (!creds.ok()) return creds.status();
   absl::StatusOr<std::unique_ptr<HttpTransport>> t =
-      HttpTransport::Create(config, *std::move(creds), clock);
+      HttpTransport::Create(config, *std::move(creds), clock,
+                            std::move(transport));
   if (!t.ok()) return t.status();
   return std::unique_ptr<KubeClient>(new KubeClient(*std::move(t)));
 }

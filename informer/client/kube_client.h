@@ -47,9 +47,11 @@ absl::StatusOr<RestConfig> LoadRestConfig(const ConnectionFlags& flags);
 
 class KubeClient {
  public:
-  // `clock` must outlive the client.
+  // `clock` must outlive the client. `transport` tunes the HTTP transport
+  // (retries, an observer for metrics).
   static absl::StatusOr<std::unique_ptr<KubeClient>> Create(
-      const RestConfig& config, Clock* clock = RealClock());
+      const RestConfig& config, Clock* clock = RealClock(),
+      TransportOptions transport = {});
 
   HttpTransport* transport() { return transport_.get(); }
   Discovery* discovery() { return discovery_.get(); }

@@ -78,8 +78,12 @@ std::string ResourceClient::ListPath(const ListOptions& o) const {
   AddParam(&p, "continue", o.continue_token);
   AddParam(&p, "resourceVersion", o.resource_version);
   AddParam(&p, "resourceVersionMatch", o.resource_version_match);
-  AddParam(&p, "labelSelector", o.label_selector);
-  AddParam(&p, "fieldSelector", o.field_selector);
+  AddParam(
+      &p, "labelSelector",
+      o.label_selector.empty() ? options_.label_selector : o.label_selector);
+  AddParam(
+      &p, "fieldSelector",
+      o.field_selector.empty() ? options_.field_selector : o.field_selector);
   return WithQuery(CollectionPath(), p);
 }
 
@@ -93,8 +97,12 @@ std::string ResourceClient::WatchPath(const WatchOptions& o) const {
     p.push_back(
         absl::StrCat("timeoutSeconds=", absl::ToInt64Seconds(o.timeout)));
   }
-  AddParam(&p, "labelSelector", o.label_selector);
-  AddParam(&p, "fieldSelector", o.field_selector);
+  AddParam(
+      &p, "labelSelector",
+      o.label_selector.empty() ? options_.label_selector : o.label_selector);
+  AddParam(
+      &p, "fieldSelector",
+      o.field_selector.empty() ? options_.field_selector : o.field_selector);
   return WithQuery(CollectionPath(), p);
 }
 

@@ -38,6 +38,11 @@ inline constexpr char kAcceptMetadata[] =
 struct ResourceClientOptions {
   bool metadata_only = false;
   TransformOptions transform;
+  // Server-side filters applied to every List and Watch whose options set
+  // none of their own (an informer restricted to a selection of objects;
+  // client-go's tweakListOptions).
+  std::string label_selector;
+  std::string field_selector;
   // A watch that receives no byte for this long is treated as hung: closed
   // and reported (DeadlineExceeded) so the reflector restarts it. A little
   // over twice the API server's one-minute bookmark interval.

@@ -112,6 +112,29 @@ TEST_F(ResourceClientTest, ListSendsEveryOptionAndDecodesPage) {
   EXPECT_EQ(seen_.accept, "application/json");
 }
 
+TEST(ResourceClientPathTest, OptionSelectorsApplyUnlessTheRequestSetsItsOwn) {
+  ResourceClientOptions opts;
+  opts.label_selector = "app=web";
+  opts.field_selector = "spec.nodeName=n1";
+  // No transport is used: only the paths are built.
+  ResourceClient client(nullptr, ConfigMaps(), "demo", opts);
+  EXPECT_EQ(client.ListPath(ListOptions()),
+            "/api/v1/namespaces/demo/configmaps?labelSelector=app%3Dweb&"
+            "fieldSelector=spec.nodeName%3Dn1");
+  WatchOptions w;
+  w.resource_version = "7";
+  EXPECT_EQ(client.WatchPath(w),
+            "/api/v1/namespaces/demo/configmaps?watch=1&resourceVersion=7&"
+            "allowWatchBookmarks=true&labelSelector=app%3Dweb&"
+            "fieldSelector=spec.nodeName%3Dn1");
+  ListOptions own;
+  own.label_selector = "tier=db";
+  own.field_selector = "metadata.name=x";
+  EXPECT_EQ(client.ListPath(own),
+            "/api/v1/namespaces/demo/configmaps?labelSelector=tier%3Ddb&"
+            "fieldSelector=metadata.name%3Dx");
+}
+
 TEST_F(ResourceClientTest, MetadataOnlyAsksForPartialObjectMetadata) {
   srv_.server().Get(
       "/apis/apps/v1/deployments",
