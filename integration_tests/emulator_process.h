@@ -38,6 +38,7 @@ class EmulatorProcess {
   EmulatorProcess& operator=(const EmulatorProcess&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string url() const;
   // SIGTERM, then waitpid. Returns the wait status (-1 if already reaped).
   int Terminate();

@@ -241,6 +241,8 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
   const std::string fence = absl::StrCat("fence-", scenario_index);
   for (auto& s : subs) s->SetFence(fence);
   const double cpu0 = CpuSeconds(sidecar.pid());
+  const double self0 = CpuSeconds(getpid());
+  const double emu0 = CpuSeconds(emu.pid());
   const absl::Time t0 = absl::Now();
   const std::string report = HttpPost(
       emu.port(),
@@ -264,6 +266,8 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
   }
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
   const double cpu = CpuSeconds(sidecar.pid()) - cpu0;
+  const double self_cpu = CpuSeconds(getpid()) - self0;
+  const double emu_cpu = CpuSeconds(emu.pid()) - emu0;
   std::vector<int32_t> all;
   for (auto& s : subs) {
     std::vector<int32_t> l = s->TakeLatencies();
@@ -283,10 +287,10 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
   const double secs = absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration));
   std::printf(
       "| %d/s | %d | %.0f/s | %.2f ms | %.2f ms | %.2f ms | %.1f%% | %.0f%% "
-      "|\n",
+      "| %.0f%% | %.0f%% |\n",
       sc.rate, sc.streams, updates * sc.streams / secs, Percentile(all, 0.5),
       Percentile(all, 0.99), Percentile(all, 0.999), delivered,
-      100.0 * cpu / wall);
+      100.0 * cpu / wall, 100.0 * self_cpu / wall, 100.0 * emu_cpu / wall);
   std::fflush(stdout);
   for (auto& s : subs) s->Cancel();
   for (auto& s : subs) s->AwaitDone();
@@ -392,8 +396,8 @@ int Main(const char* argv0) {
     }
     std::printf(
         "| write rate | streams | deliveries | p50 | p99 | p99.9 | delivered "
-        "| sidecar CPU |\n| --- | --- | --- | --- | --- | --- | --- | --- "
-        "|\n");
+        "| sidecar CPU | subscribers' CPU | emulator CPU |\n| --- | --- | --- "
+        "| --- | --- | --- | --- | --- | --- | --- |\n");
     int index = 0;
     for (const Scenario& sc : scenarios) {
       RunFanout(sc, **emu, **sidecar, index++);
