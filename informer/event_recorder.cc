@@ -152,8 +152,17 @@ std::unique_ptr<EventRecorder> EventBroadcaster::NewRecorder(
 }
 
 void EventBroadcaster::Shutdown() {
-  // Queued events reach the watchers first; then sink retries are cut short
-  // so the threads finish promptly.
+  // Sink retries are cut short first (each event still queued then gets one
+  // try, without pauses): in wait mode, delivering the queue to a watcher
+  // stuck in a retry pause would otherwise hold Shutdown up for minutes.
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::shared_ptr<EventWatch>& w : watches_) {
+      if (w->sink_recorder_ != nullptr) w->sink_recorder_->Cancel();
+    }
+  }
+  // Queued events reach the watchers; a watch started meanwhile is
+  // cancelled below.
   broadcaster_.Shutdown();
   std::vector<std::shared_ptr<EventWatch>> watches;
   {

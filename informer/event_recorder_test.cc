@@ -335,6 +335,46 @@ TEST(EventBroadcasterTest, ShutdownEndsPendingSinkRetries) {
   EXPECT_EQ(clock.NumWaiters(), 0);
 }
 
+// In wait mode a full watcher queue holds up distribution; a sink watcher
+// stuck in a retry pause must not hold up Shutdown: retries are cut first,
+// and every queued event still gets one try.
+TEST(EventBroadcasterTest, ShutdownInWaitModeIsNotHeldUpByRetryPauses) {
+  FakeClock clock;
+  EventBroadcasterOptions options = WithClock(&clock);
+  options.full_queue_behavior = FullQueueBehavior::kWaitIfFull;
+  options.watcher_queue_length = 1;
+  EventBroadcaster broadcaster(options);
+  class FailingSink : public EventSink {
+   public:
+    absl::StatusOr<std::string> Create(absl::string_view) override {
+      absl::MutexLock lock(&mu_);
+      ++creates_;
+      return absl::UnavailableError("connection refused");
+    }
+    absl::StatusOr<std::string> Patch(absl::string_view, absl::string_view,
+                                      absl::string_view) override {
+      return absl::UnavailableError("connection refused");
+    }
+    int creates() {
+      absl::MutexLock lock(&mu_);
+      return creates_;
+    }
+
+   private:
+    absl::Mutex mu_;
+    int creates_ ABSL_GUARDED_BY(mu_) = 0;
+  } sink;
+  broadcaster.StartRecordingToSink(&sink);
+  std::unique_ptr<EventRecorder> recorder = broadcaster.NewRecorder("c", "h");
+  for (const char* reason : {"A", "B", "C", "D"}) {
+    ASSERT_TRUE(recorder->Event(Pod(), kEventTypeNormal, reason, "m").ok());
+  }
+  clock.WaitForWaiters(1);  // the sink watcher waits to retry "A"
+  broadcaster.Shutdown();   // returns without the clock moving
+  EXPECT_EQ(clock.NumWaiters(), 0);
+  EXPECT_GE(sink.creates(), 4) << "every queued event was tried";
+}
+
 TEST(EventBroadcasterTest, RecordsToTheApiServerEndToEnd) {
   emulator::Emulator emu{emulator::EmulatorOptions()};
   ASSERT_TRUE(emu.Start().ok());
