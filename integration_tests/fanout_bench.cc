@@ -58,6 +58,7 @@ ABSL_FLAG(int, get_objects, 100000,
           "Objects cached for the Get/ByIndex benchmark (0: skip it).");
 ABSL_FLAG(absl::Duration, get_duration, absl::Seconds(5),
           "How long each Get/ByIndex measurement runs.");
+ABSL_FLAG(bool, quiet, true, "Hide the sidecar's and emulator's logs.");
 ABSL_FLAG(std::string, sidecar_flags, "",
           "Extra flags for informer_sidecar, space separated.");
 
@@ -387,7 +388,7 @@ int Main(const char* argv0) {
     auto kubeconfig = integration::WriteKubeconfig(dir, (*emu)->url());
     integration::SidecarProcess::Options options;
     options.flags = SidecarFlags(*kubeconfig, "bench", dir);
-    options.quiet = true;
+    options.quiet = absl::GetFlag(FLAGS_quiet);
     auto sidecar =
         integration::SidecarProcess::Start(*sidecar_bin, std::move(options));
     if (!sidecar.ok()) {
@@ -415,7 +416,7 @@ int Main(const char* argv0) {
     auto kubeconfig = integration::WriteKubeconfig(dir, (*emu)->url());
     integration::SidecarProcess::Options options;
     options.flags = SidecarFlags(*kubeconfig, "big", dir);
-    options.quiet = true;
+    options.quiet = absl::GetFlag(FLAGS_quiet);
     options.start_timeout = absl::Minutes(5);
     auto sidecar =
         integration::SidecarProcess::Start(*sidecar_bin, std::move(options));

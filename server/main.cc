@@ -91,6 +91,13 @@ ABSL_FLAG(int64_t, watch_max_pending, 65536,
 ABSL_FLAG(int64_t, watch_history, 10000,
           "Informer.Watch: events kept per resource for streams resuming "
           "with a token; older tokens get RESET and a fresh initial state.");
+ABSL_FLAG(absl::Duration, watch_batch_window, absl::ZeroDuration(),
+          "Informer.Watch: a stream that wrote less than this long ago "
+          "gathers events until the window ends, so busy streams send "
+          "several events per message (the per-message cost dominates "
+          "fan-out); a stream quiet for longer writes at once. 0 (default) "
+          "disables; at most 1s. Experimental: not yet shown to lower "
+          "latency on a 2-core machine.");
 ABSL_FLAG(std::string, grpc_tls_cert_file, "",
           "Serve gRPC over TLS with this PEM certificate chain (needs "
           "--grpc_tls_key_file).");
@@ -587,6 +594,14 @@ int Run() {
                   "and --watch_history not negative";
     return 1;
   }
+  const absl::Duration batch_window = absl::GetFlag(FLAGS_watch_batch_window);
+  if (batch_window < absl::ZeroDuration() || batch_window > absl::Seconds(1)) {
+    LOG(ERROR) << "informer_sidecar: --watch_batch_window must be between 0 "
+                  "and 1s, not "
+               << batch_window;
+    return 1;
+  }
+  sidecar_options.informer.watch.batch_window = batch_window;
   sidecar_options.informer.watch.max_pending_keys =
       static_cast<size_t>(absl::GetFlag(FLAGS_watch_max_pending));
   sidecar_options.informer.watch.history_size =

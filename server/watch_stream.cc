@@ -551,6 +551,15 @@ class WatchStreamReactor final
     if (ended_ || writing_ || pending_.empty() || hub_->paused_.load()) {
       return;
     }
+    const absl::Duration window = hub_->options_.batch_window;
+    if (window > absl::ZeroDuration() &&
+        hub_->clock_->Now() < last_write_ + window) {
+      // Busy stream: gather until the window after the last write ends
+      // (the hub's flusher kicks us then), so it sends several events per
+      // message rather than one.
+      hub_->RequestFlush(last_write_ + window);
+      return;
+    }
     // A stream that overflowed since its last write sends its queue fully
     // coalesced: the amortised compaction in Apply may have left an
     // uncoalesced tail.
@@ -957,6 +966,9 @@ WatchHub::WatchHub(InformerRegistry* registry, WatchOptions options,
       options_(options),
       clock_(clock),
       run_id_(std::move(run_id)) {
+  if (options_.batch_window > absl::ZeroDuration()) {
+    flusher_ = std::thread([this] { FlushLoop(); });
+  }
   // Fan-outs for the informers that exist now, so their history starts
   // with the informers; later ones are added on first use.
   for (const auto& entry : registry_->entries()) {
@@ -979,6 +991,11 @@ WatchHub::~WatchHub() {
     stopping_ = true;
   }
   if (ticker_.joinable()) ticker_.join();
+  {
+    absl::MutexLock lock(&flush_mu_);
+    flush_stop_ = true;
+  }
+  if (flusher_.joinable()) flusher_.join();
   std::vector<std::shared_ptr<WatchFanout>> fanouts;
   {
     absl::MutexLock lock(&fanouts_mu_);
@@ -1127,6 +1144,33 @@ void WatchHub::EnsureTicker() {
   if (ticker_started_ || stopping_) return;
   ticker_started_ = true;
   ticker_ = std::thread([this] { TickLoop(); });
+}
+
+void WatchHub::RequestFlush(absl::Time at) {
+  absl::MutexLock lock(&flush_mu_);
+  flush_due_ = std::min(flush_due_, at);
+}
+
+void WatchHub::FlushLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&flush_mu_);
+      const absl::Time due = flush_due_;
+      // Wakes for an earlier request, at the due time, or to stop.
+      auto changed = [this, due]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_) {
+        return flush_stop_ || flush_due_ < due;
+      };
+      clock_->AwaitWithDeadline(&flush_mu_, absl::Condition(&changed), due);
+      if (flush_stop_) return;
+      if (flush_due_ == absl::InfiniteFuture() ||
+          clock_->Now() < flush_due_) {
+        continue;
+      }
+      flush_due_ = absl::InfiniteFuture();
+    }
+    // Streams still inside their window ask again; the others write.
+    for (const auto& f : Fanouts()) f->KickAll();
+  }
 }
 
 void WatchHub::WakeTicker() {

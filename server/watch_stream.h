@@ -38,6 +38,12 @@ struct WatchOptions {
   // Events each resource's fan-out keeps so that reconnecting streams can
   // resume after their last token (0: no history, every resume is a RESET).
   size_t history_size = 10000;
+  // Adaptive batching: a stream that wrote less than this long ago gathers
+  // its events until the window after that write ends, so a busy stream
+  // sends several events per message (gRPC's per-message cost dominates
+  // fan-out); a stream quiet for longer writes at once. Zero: every event
+  // is written as soon as no write is in flight.
+  absl::Duration batch_window = absl::ZeroDuration();
 };
 
 // The shortest per-stream resync_period a request may ask for.
@@ -202,6 +208,11 @@ class WatchHub {
   void EnsureTicker();
   void WakeTicker();
   void TickLoop();
+  // A stream gathering events (batch_window) asks to be kicked at `at`.
+  // Takes only flush_mu_ (a leaf), so streams call it under their lock.
+  void RequestFlush(absl::Time at) ABSL_LOCKS_EXCLUDED(flush_mu_);
+  // Kicks every stream when the earliest requested flush is due.
+  void FlushLoop();
   // Waits on the clock for `d` or until the hub stops; true if stopping.
   bool SleepUnlessStopping(absl::Duration d);
   void NoteEvent();
@@ -243,6 +254,12 @@ class WatchHub {
   int waiting_streams_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread ticker_;
   int observer_id_ = -1;
+
+  // Batching (options_.batch_window > 0): a leaf lock.
+  mutable absl::Mutex flush_mu_;
+  absl::Time flush_due_ ABSL_GUARDED_BY(flush_mu_) = absl::InfiniteFuture();
+  bool flush_stop_ ABSL_GUARDED_BY(flush_mu_) = false;
+  std::thread flusher_;
 };
 
 }  // namespace server

@@ -401,6 +401,55 @@ TEST_F(WatchStreamTest, EventsQueuedDuringAWriteGoOutInOneMessage) {
   EXPECT_EQ(state.objects, SourceState());
 }
 
+TEST_F(WatchStreamTest, BatchWindowGathersABusyStreamAndWritesAQuietOneAtOnce) {
+  Start({.batch_window = absl::Milliseconds(5)});
+  auto call = Open(Pods());
+  ClientState state;
+  // The stream counts as busy from its creation: its initial state goes out
+  // when the window ends (the clock is fake: advance it until it does).
+  absl::Notification initial;
+  std::thread reader([&] {
+    ReadInitial(call.get(), &state);
+    initial.Notify();
+  });
+  for (int i = 0; i < 100 && !initial.HasBeenNotified(); ++i) {
+    clock_.WaitForWaiters(1);
+    clock_.Advance(absl::Milliseconds(5));
+  }
+  reader.join();
+  ASSERT_TRUE(initial.HasBeenNotified());
+
+  // Quiet for longer than the window: an event is written at once, without
+  // the clock moving.
+  clock_.Advance(absl::Milliseconds(10));
+  ASSERT_TRUE(source_->Add("default", "p0").ok());
+  v1::WatchResponse first;
+  ASSERT_TRUE(ReadOne(call.get(), &state, &first));
+  ASSERT_EQ(first.events_size(), 1);
+
+  // Busy: three events within the window after that write wait for it to
+  // end, then go out together.
+  const uint64_t before = service_->watch_hub().events();
+  ASSERT_TRUE(source_->Add("default", "p1").ok());
+  ASSERT_TRUE(source_->Add("default", "p2").ok());
+  ASSERT_TRUE(source_->Add("default", "p3").ok());
+  service_->watch_hub().WaitForEvents(before + 3);
+  v1::WatchResponse resp;
+  bool read_ok = false;
+  absl::Notification got;
+  std::thread reader2([&] {
+    read_ok = ReadOne(call.get(), &state, &resp);
+    got.Notify();
+  });
+  EXPECT_FALSE(got.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+      << "written before the window ended";
+  clock_.Advance(absl::Milliseconds(5));
+  reader2.join();
+  ASSERT_TRUE(read_ok);
+  EXPECT_EQ(resp.events_size(), 3);
+  EXPECT_EQ(state.objects, SourceState());
+}
+
 TEST_F(WatchStreamTest, SlowReaderCoalescesWithinBoundAndConverges) {
   Start({.max_queue = 8, .max_pending_keys = 100});
   v1::WatchRequest req = Pods();
