@@ -202,20 +202,26 @@ absl::Status Registry::Validate(
   return absl::OkStatus();
 }
 
+Registry::Entry* Registry::NewEntryLocked(
+    absl::string_view name, absl::string_view help, Type type,
+    const std::vector<std::string>& label_names) {
+  auto e = std::make_unique<Entry>();
+  e->name = std::string(name);
+  e->help = std::string(help);
+  e->type = type;
+  e->label_names = label_names;
+  entries_.push_back(std::move(e));
+  return entries_.back().get();
+}
+
 absl::StatusOr<CounterFamily*> Registry::AddCounter(
     absl::string_view name, absl::string_view help,
     std::vector<std::string> label_names) {
   absl::MutexLock lock(&mu_);
   if (absl::Status st = Validate(name, label_names); !st.ok()) return st;
-  auto e = std::make_unique<Entry>();
-  e->name = std::string(name);
-  e->help = std::string(help);
-  e->type = Type::kCounter;
-  e->label_names = label_names;
+  Entry* e = NewEntryLocked(name, help, Type::kCounter, label_names);
   e->counter.reset(new CounterFamily(e->name, std::move(label_names), {}));
-  CounterFamily* f = e->counter.get();
-  entries_.push_back(std::move(e));
-  return f;
+  return e->counter.get();
 }
 
 absl::StatusOr<GaugeFamily*> Registry::AddGauge(
@@ -223,15 +229,9 @@ absl::StatusOr<GaugeFamily*> Registry::AddGauge(
     std::vector<std::string> label_names) {
   absl::MutexLock lock(&mu_);
   if (absl::Status st = Validate(name, label_names); !st.ok()) return st;
-  auto e = std::make_unique<Entry>();
-  e->name = std::string(name);
-  e->help = std::string(help);
-  e->type = Type::kGauge;
-  e->label_names = label_names;
+  Entry* e = NewEntryLocked(name, help, Type::kGauge, label_names);
   e->gauge.reset(new GaugeFamily(e->name, std::move(label_names), {}));
-  GaugeFamily* f = e->gauge.get();
-  entries_.push_back(std::move(e));
-  return f;
+  return e->gauge.get();
 }
 
 absl::StatusOr<HistogramFamily*> Registry::AddHistogram(
@@ -248,16 +248,10 @@ absl::StatusOr<HistogramFamily*> Registry::AddHistogram(
                        i, " is ", FormatValue(bounds[i]), ")"));
     }
   }
-  auto e = std::make_unique<Entry>();
-  e->name = std::string(name);
-  e->help = std::string(help);
-  e->type = Type::kHistogram;
-  e->label_names = label_names;
+  Entry* e = NewEntryLocked(name, help, Type::kHistogram, label_names);
   e->histogram.reset(
       new HistogramFamily(e->name, std::move(label_names), std::move(bounds)));
-  HistogramFamily* f = e->histogram.get();
-  entries_.push_back(std::move(e));
-  return f;
+  return e->histogram.get();
 }
 
 absl::Status Registry::AddCallback(absl::string_view name,
@@ -270,13 +264,7 @@ absl::Status Registry::AddCallback(absl::string_view name,
   }
   absl::MutexLock lock(&mu_);
   if (absl::Status st = Validate(name, label_names); !st.ok()) return st;
-  auto e = std::make_unique<Entry>();
-  e->name = std::string(name);
-  e->help = std::string(help);
-  e->type = type;
-  e->label_names = std::move(label_names);
-  e->callback = std::move(fn);
-  entries_.push_back(std::move(e));
+  NewEntryLocked(name, help, type, label_names)->callback = std::move(fn);
   return absl::OkStatus();
 }
 

@@ -180,6 +180,10 @@ class Registry {
   absl::Status Validate(absl::string_view name,
                         const std::vector<std::string>& label_names) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends a new entry (its family is set by the caller).
+  Entry* NewEntryLocked(absl::string_view name, absl::string_view help,
+                        Type type, const std::vector<std::string>& label_names)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AddCallback(absl::string_view name, absl::string_view help,
                            Type type, std::vector<std::string> label_names,
                            SampleFn fn);

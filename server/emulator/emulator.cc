@@ -274,7 +274,16 @@ absl::Status Emulator::Start() {
     }
     port_ = options_.port;
   }
-  listen_thread_ = std::thread([this] { server_->listen_after_bind(); });
+  listen_thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listen_returned_.store(true);
+  });
+  // httplib's stop() only takes effect once the accept loop runs (it starts
+  // within microseconds): a Stop() racing ahead of it would leave the loop
+  // accepting forever and the join hanging.
+  while (!server_->is_running() && !listen_returned_.load()) {
+    std::this_thread::yield();
+  }
   LOG(INFO) << "kube emulator serving on " << url();
   return absl::OkStatus();
 }

@@ -134,6 +134,7 @@ class Emulator {
   std::unique_ptr<Churner> churner_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listen_thread_;
+  std::atomic<bool> listen_returned_{false};
   std::atomic<bool> stopping_{false};
   int port_ = 0;
   std::string ca_cert_pem_;

@@ -1,0 +1,29 @@
+"""Python client of the informer sidecar.
+
+- :class:`RemoteInformer`: a local mirror of one resource kept up to date by
+  the sidecar's Watch stream, with handlers, indexes and automatic resume.
+- :class:`Worker`, :func:`create_queue`, ...: workers of the sidecar's remote
+  work queues.
+- :func:`record_event`: records a Kubernetes Event through the sidecar.
+
+Every call takes ``target`` (``"host:port"`` or ``"unix:/path"``) or an
+existing ``channel`` (a ``grpc.Channel`` the caller owns).
+"""
+
+from informer_sidecar.events import object_reference, record_event
+from informer_sidecar.informer import RemoteInformer, object_key
+from informer_sidecar.workqueue import (Worker, add_after, create_queue,
+                                        delete_queue, forget, queue_stats)
+
+__all__ = [
+    "RemoteInformer",
+    "Worker",
+    "add_after",
+    "create_queue",
+    "delete_queue",
+    "forget",
+    "object_key",
+    "object_reference",
+    "queue_stats",
+    "record_event",
+]

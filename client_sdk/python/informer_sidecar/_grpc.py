@@ -1,0 +1,44 @@
+"""Channels and generated stubs shared by the SDK's modules."""
+
+from typing import Optional, Sequence, Tuple
+
+import grpc
+
+try:
+    from informer_sidecar._gen import events_pb2, events_pb2_grpc
+    from informer_sidecar._gen import informer_pb2, informer_pb2_grpc
+    from informer_sidecar._gen import workqueue_pb2, workqueue_pb2_grpc
+except ImportError as e:  # pragma: no cover - a broken install
+    raise ImportError(
+        "informer_sidecar: generated stubs missing; install the package with "
+        "pip (its build runs protoc), not from the source tree") from e
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+# The channel's own reconnect pacing: short, so that a restarted sidecar is
+# found again quickly; the SDK's callers add their own back-off on top.
+_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 5000),
+]
+
+Metadata = Optional[Sequence[Tuple[str, str]]]
+
+
+def open_channel(target: str,
+                 channel: Optional[grpc.Channel]) -> Tuple[grpc.Channel, bool]:
+    """Returns (channel, owned): `channel` if given, else a new insecure one
+    to `target` that the caller must close."""
+    if channel is not None:
+        return channel, False
+    if not target:
+        raise ValueError("target: must be 'host:port' or 'unix:/path'")
+    return grpc.insecure_channel(target, options=_CHANNEL_OPTIONS), True
+
+
+__all__ = [
+    "DEFAULT_TARGET", "Metadata", "open_channel", "events_pb2",
+    "events_pb2_grpc", "informer_pb2", "informer_pb2_grpc", "workqueue_pb2",
+    "workqueue_pb2_grpc"
+]

@@ -1,0 +1,469 @@
+"""End-to-end tests of the installed informer_sidecar package against the
+real sidecar binary in demo mode (objects change every second).
+
+Run by //client_sdk:python_sdk_test in a venv where the package was
+pip-installed; $INFORMER_SIDECAR_BINARY names the sidecar binary and
+$INFORMER_SIDECAR_EXAMPLES the examples directory. Every wait is on a
+condition with a deadline, never a fixed sleep.
+"""
+
+import concurrent.futures
+import json
+import os
+import queue
+import tempfile
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import grpc
+
+import informer_sidecar
+from informer_sidecar import (RemoteInformer, Worker, create_queue,
+                              object_key, queue_stats, record_event)
+from informer_sidecar._grpc import (events_pb2, events_pb2_grpc,
+                                    informer_pb2, informer_pb2_grpc)
+from informer_sidecar.demo import DemoSidecar
+
+BINARY = os.environ.get("INFORMER_SIDECAR_BINARY", "")
+EXAMPLES = os.environ.get("INFORMER_SIDECAR_EXAMPLES", "")
+TIMEOUT = 60.0
+
+
+class Recorder:
+    """Records handler calls and checks they tell a consistent story: an add
+    only for a key the handlers do not have, an update or delete only for
+    one they have (so a duplicate add fails the test)."""
+
+    def __init__(self, informer: RemoteInformer) -> None:
+        self.cond = threading.Condition()
+        self.model = {}
+        self.calls = []  # (kind, key, flag)
+        self.errors = []
+        informer.on_add(self._add)
+        informer.on_update(self._update)
+        informer.on_delete(self._delete)
+
+    def _add(self, obj, is_initial):
+        key = object_key(obj)
+        with self.cond:
+            if key in self.model:
+                self.errors.append(f"duplicate add of {key}")
+            self.model[key] = obj
+            self.calls.append(("add", key, is_initial))
+            self.cond.notify_all()
+
+    def _update(self, old, new):
+        key = object_key(new)
+        with self.cond:
+            if key not in self.model:
+                self.errors.append(f"update of unknown {key}")
+            elif self.model[key] != old:
+                self.errors.append(f"update of {key}: old is not the last seen")
+            self.model[key] = new
+            self.calls.append(("update", key, None))
+            self.cond.notify_all()
+
+    def _delete(self, obj, tombstone):
+        key = object_key(obj)
+        with self.cond:
+            if key not in self.model:
+                self.errors.append(f"delete of unknown {key}")
+            self.model.pop(key, None)
+            self.calls.append(("delete", key, tombstone))
+            self.cond.notify_all()
+
+    def wait(self, predicate, timeout=TIMEOUT) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: predicate(self), timeout)
+
+
+def list_keys(target: str, resource: str, selector: str = ""):
+    """{key: resourceVersion} of the sidecar's cache."""
+    with grpc.insecure_channel(target) as ch:
+        stub = informer_pb2_grpc.InformerStub(ch)
+        out = {}
+        token = ""
+        while True:
+            r = stub.List(informer_pb2.ListRequest(resource=resource,
+                                                   label_selector=selector,
+                                                   continue_token=token),
+                          timeout=10, wait_for_ready=True)
+            for o in r.objects:
+                obj = json.loads(o.json)
+                out[object_key(obj)] = obj["metadata"]["resourceVersion"]
+            token = r.continue_token
+            if not token:
+                return out
+
+
+def mirror_rvs(informer: RemoteInformer):
+    return {
+        object_key(o): o["metadata"]["resourceVersion"]
+        for o in informer.list()
+    }
+
+
+def wait_mirror_matches(test, informer, target, resource, selector=""):
+    """Waits until the mirror equals a List of the sidecar (objects change
+    every second, so the comparison is retried on every mirror change)."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        want = list_keys(target, resource, selector)
+        if informer.wait_for(lambda inf: mirror_rvs(inf) == want, timeout=2):
+            return
+    test.fail(f"mirror never matched the sidecar: {mirror_rvs(informer)} "
+              f"vs {list_keys(target, resource, selector)}")
+
+
+class SharedSidecarTest(unittest.TestCase):
+    """Tests sharing one demo sidecar."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sidecar = DemoSidecar(BINARY).start()
+        cls.target = cls.sidecar.target
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sidecar.close()
+
+    def test_initial_sync_queries_and_live_events(self):
+        informer = RemoteInformer("pods", target=self.target)
+        rec = Recorder(informer)
+        self.assertFalse(informer.has_synced())
+        with informer:
+            self.assertTrue(informer.wait_for_sync(TIMEOUT))
+            self.assertTrue(informer.has_synced())
+            objs = informer.list()
+            self.assertGreater(len(objs), 0)
+            with rec.cond:
+                initial = [c for c in rec.calls if c[0] == "add" and c[2]]
+                self.assertGreaterEqual(len(initial), 1)
+            first = objs[0]
+            meta = first["metadata"]
+            self.assertIs(informer.get(meta["namespace"], meta["name"]),
+                          informer.get_by_key(object_key(first)))
+            self.assertIsNone(informer.get("nope", "nothing"))
+            # Indexes agree with the mirror.
+            by_ns = informer.by_index("namespace", "demo")
+            self.assertTrue(by_ns)
+            self.assertTrue(
+                all(o["metadata"]["namespace"] == "demo" for o in by_ns))
+            apps = informer.index_values("label:app")
+            self.assertTrue(apps)
+            total = sum(len(informer.by_index("label:app", a)) for a in apps)
+            self.assertEqual(
+                total,
+                len([o for o in informer.list()
+                     if "app" in o["metadata"].get("labels", {})]))
+            with self.assertRaises(KeyError):
+                informer.by_index("nope", "x")
+            # Live events arrive (the demo changes objects every second).
+            self.assertTrue(
+                rec.wait(lambda r: any(not (c[0] == "add" and c[2])
+                                       for c in r.calls)),
+                "no live event")
+            wait_mirror_matches(self, informer, self.target, "pods")
+        with rec.cond:
+            self.assertEqual(rec.errors, [])
+            self.assertEqual(rec.model, {object_key(o): o
+                                         for o in informer.list()})
+
+    def test_label_selector_and_namespace(self):
+        with RemoteInformer("pods", target=self.target, namespace="demo",
+                            label_selector="app=app-1") as informer:
+            self.assertTrue(informer.wait_for_sync(TIMEOUT))
+            want = {k: v for k, v in list_keys(self.target, "pods",
+                                               "app=app-1").items()
+                    if k.startswith("demo/")}
+            self.assertTrue(want)
+            for obj in informer.list():
+                self.assertEqual(obj["metadata"]["labels"]["app"], "app-1")
+                self.assertEqual(obj["metadata"]["namespace"], "demo")
+
+    def test_bad_resume_token_gets_reset_and_initial_state(self):
+        informer = RemoteInformer("configmaps", target=self.target,
+                                  resume_token="not-a-token")
+        rec = Recorder(informer)
+        with informer:
+            self.assertTrue(informer.wait_for_sync(TIMEOUT))
+            self.assertEqual(informer.resets, 1)
+            self.assertNotEqual(informer.resume_token, "not-a-token")
+            with rec.cond:
+                self.assertEqual(rec.errors, [])
+                adds = [c for c in rec.calls if c[0] == "add"]
+                self.assertEqual(len(adds), len(informer.list()))
+                self.assertTrue(all(c[2] for c in adds), adds)
+
+    def test_unknown_resource_keeps_retrying_without_sync(self):
+        with RemoteInformer("nosuchthings", target=self.target,
+                            initial_backoff=0.05) as informer:
+            self.assertTrue(informer.wait_for(
+                lambda inf: inf.reconnects >= 2, timeout=TIMEOUT))
+            self.assertFalse(informer.has_synced())
+            self.assertEqual(informer.last_error.code(),
+                             grpc.StatusCode.NOT_FOUND)
+
+    def test_worker_forgets_successes_and_retries_failures(self):
+        name = "e2e-worker"
+        self.assertTrue(create_queue(name, "configmaps", self.target,
+                                     base_delay=0.05, max_delay=1))
+        self.assertFalse(create_queue(name, "configmaps", self.target,
+                                      base_delay=0.05, max_delay=1))
+        keys = set(list_keys(self.target, "configmaps"))
+        self.assertTrue(keys)
+        attempts = {}
+        lock = threading.Lock()
+
+        def fn(key):
+            with lock:
+                attempts[key] = attempts.get(key, 0) + 1
+                if attempts[key] == 1:
+                    raise RuntimeError(f"first attempt of {key} fails")
+
+        with Worker(name, fn, target=self.target, credit=2,
+                    name="e2e") as worker:
+            n = len(keys)
+            self.assertTrue(
+                worker.wait_for(
+                    lambda w: w.failed >= n and w.processed >= n,
+                    timeout=TIMEOUT),
+                f"failed={worker.failed} processed={worker.processed}")
+            with lock:
+                # Every key of the cache was leased, failed once and was
+                # retried until it succeeded.
+                self.assertTrue(keys <= set(attempts), (keys, attempts))
+                self.assertTrue(all(attempts[k] >= 2 for k in keys))
+        stats = queue_stats(name, self.target)
+        self.assertEqual(len(stats), 1)
+        self.assertGreaterEqual(stats[0]["failures"], n)
+        self.assertGreaterEqual(stats[0]["retries"], n)
+        self.assertGreaterEqual(stats[0]["completed"], n)
+        informer_sidecar.delete_queue(name, self.target)
+
+    def test_record_event(self):
+        with grpc.insecure_channel(self.target) as ch:
+            watch = events_pb2_grpc.EventsStub(ch).Watch(
+                events_pb2.WatchEventsRequest(), timeout=TIMEOUT)
+            watch.initial_metadata()  # registered: later events are streamed
+            ref = informer_sidecar.object_reference(
+                {"metadata": {"namespace": "demo", "name": "web-config",
+                              "uid": "u-1"}}, kind="ConfigMap")
+            record_event(ref, "Normal", "E2ETest", "hello from python",
+                         target=self.target)
+            got = next(iter(watch))
+            watch.cancel()
+        self.assertEqual(got.event.reason, "E2ETest")
+        self.assertEqual(got.event.message, "hello from python")
+        self.assertEqual(got.event.object.kind, "ConfigMap")
+        self.assertEqual(got.event.object.name, "web-config")
+        with self.assertRaises(grpc.RpcError) as err:
+            record_event(ref, "Bad", "E2ETest", target=self.target)
+        self.assertEqual(err.exception.code(),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("type", err.exception.details())
+        with self.assertRaises(ValueError):
+            record_event({"kind": "Pod", "name": "x", "bogus": "y"}, "Normal",
+                         "R", target=self.target)
+
+    def run_example(self, args, want):
+        """Runs an example until every string in `want` appeared in its
+        output, then stops it with SIGTERM; returns the output."""
+        env = dict(os.environ)
+        proc = subprocess.Popen([sys.executable] + args,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT,
+                                text=True,
+                                env=env)
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout]
+                         + [lines.put(None)], daemon=True).start()
+        out = []
+        missing = set(want)
+        deadline = time.monotonic() + TIMEOUT
+        while missing and time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.1,
+                                             deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            out.append(line)
+            missing = {w for w in missing if w not in "".join(out)}
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(TIMEOUT)
+        proc.stdout.close()
+        text = "".join(out)
+        self.assertFalse(missing, f"missing {missing} in:\n{text}")
+        self.assertEqual(rc, 0, text)
+        return text
+
+    def test_pod_watcher_example(self):
+        out = self.run_example([
+            os.path.join(EXAMPLES, "pod_watcher.py"), "--target",
+            self.target, "--selector", "tier=web"
+        ], ["(initial)", "SYNCED", "DELETED"])
+        self.assertIn("ADDED", out)
+
+    def test_configmap_controller_example(self):
+        out = self.run_example([
+            os.path.join(EXAMPLES, "configmap_controller.py"), "--target",
+            self.target, "--queue", "e2e-example"
+        ], ["created", "FAILED    demo/api-config",
+            "RECORDED  demo/api-config"])
+        self.assertIn("will retry", out)
+
+    def test_example_starts_its_own_sidecar(self):
+        self.run_example([
+            os.path.join(EXAMPLES, "pod_watcher.py"), "--sidecar", BINARY
+        ], ["SYNCED"])
+
+
+def _obj(name, rv, data="x"):
+    return {"metadata": {"namespace": "ns", "name": name,
+                         "resourceVersion": rv}, "data": {"v": data}}
+
+
+def _ev(etype, obj=None, token="", initial=False):
+    ev = informer_pb2.Event(type=etype, resume_token=token, initial=initial)
+    if obj is not None:
+        ev.object.json = json.dumps(obj)
+        ev.resource_version = obj["metadata"]["resourceVersion"]
+    return ev
+
+
+class ScriptedInformer(informer_pb2_grpc.InformerServicer):
+    """Answers Watch calls from a script: one list of responses per call; a
+    call past its script ends UNAVAILABLE, the last call stays open."""
+
+    def __init__(self, scripts):
+        self.scripts = scripts
+        self.requests = []
+        self.done = threading.Event()
+
+    def Watch(self, request, context):
+        self.requests.append(request)
+        n = len(self.requests) - 1
+        for response in self.scripts[n]:
+            yield response
+        if n + 1 < len(self.scripts):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "scripted break")
+        self.done.wait(TIMEOUT)
+
+
+class ScriptedSidecarTest(unittest.TestCase):
+    """Exact handler calls for a scripted stream: resume, then RESET with a
+    state that differs from the mirror in known ways."""
+
+    def test_reset_reports_exactly_the_differences(self):
+        E = informer_pb2
+        a, b, c, d = (_obj("a", "1"), _obj("b", "2"), _obj("c", "3"),
+                      _obj("d", "9"))
+        c2 = _obj("c", "8", "changed")
+        scripts = [
+            # First call: initial state a, b, c; then the stream breaks.
+            [E.WatchResponse(events=[
+                _ev(E.EVENT_TYPE_ADDED, a, "t1", True),
+                _ev(E.EVENT_TYPE_ADDED, b, "t2", True),
+                _ev(E.EVENT_TYPE_ADDED, c, "t3", True),
+                _ev(E.EVENT_TYPE_INITIAL_STATE_DONE, None, "t4")])],
+            # Second call (resuming from t4): the token is not honoured.
+            [E.WatchResponse(events=[
+                _ev(E.EVENT_TYPE_RESET, None, "r0"),
+                _ev(E.EVENT_TYPE_ADDED, b, "r1", True),
+                _ev(E.EVENT_TYPE_ADDED, c2, "r2", True),
+                _ev(E.EVENT_TYPE_ADDED, d, "r3", True),
+                _ev(E.EVENT_TYPE_INITIAL_STATE_DONE, None, "r4")]),
+             E.WatchResponse(events=[
+                 _ev(E.EVENT_TYPE_DELETED, b, "r5")])],
+        ]
+        servicer = ScriptedInformer(scripts)
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
+        informer_pb2_grpc.add_InformerServicer_to_server(servicer, server)
+        tmp = tempfile.mkdtemp(prefix="isdf", dir="/tmp")
+        target = "unix:" + os.path.join(tmp, "s.sock")
+        server.add_insecure_port(target)
+        server.start()
+        try:
+            informer = RemoteInformer("things", target=target,
+                                      initial_backoff=0.01)
+            rec = Recorder(informer)
+            with informer:
+                self.assertTrue(informer.wait_for(
+                    lambda inf: inf.resume_token == "r5", timeout=TIMEOUT))
+                self.assertEqual(informer.keys(), ["ns/c", "ns/d"])
+                self.assertEqual(informer.get("ns", "c"), c2)
+                self.assertEqual(informer.by_index("namespace", "ns"),
+                                 [c2, d])
+                self.assertEqual(informer.resets, 1)
+                servicer.done.set()
+            self.assertEqual([r.resume_token for r in servicer.requests],
+                             ["", "t4"])
+            with rec.cond:
+                self.assertEqual(rec.errors, [])
+                self.assertEqual(rec.calls, [
+                    ("add", "ns/a", True),
+                    ("add", "ns/b", True),
+                    ("add", "ns/c", True),
+                    ("delete", "ns/a", True),   # gone: tombstone
+                    ("update", "ns/c", None),   # changed
+                    ("add", "ns/d", False),     # new since the mirror
+                    ("delete", "ns/b", False),  # live delete
+                ])  # b unchanged by the RESET: no call at all
+        finally:
+            servicer.done.set()
+            server.stop(None)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class RestartTest(unittest.TestCase):
+    """The sidecar restarts under a live informer."""
+
+    def test_reconnect_after_restart_reconciles_mirror(self):
+        with DemoSidecar(BINARY) as sidecar:
+            informer = RemoteInformer("pods", target=sidecar.target,
+                                      initial_backoff=0.05, max_backoff=0.5)
+            rec = Recorder(informer)
+            with informer:
+                self.assertTrue(informer.wait_for_sync(TIMEOUT))
+                token = informer.resume_token
+                self.assertTrue(token)
+                before = mirror_rvs(informer)
+                with rec.cond:
+                    calls_before = len(rec.calls)
+                sidecar.restart()
+                # The new run does not know the token: RESET, reconcile.
+                self.assertTrue(informer.wait_for(
+                    lambda inf: inf.resets >= 1, timeout=TIMEOUT))
+                self.assertGreaterEqual(informer.reconnects, 1)
+                wait_mirror_matches(self, informer, sidecar.target, "pods")
+                with rec.cond:
+                    self.assertEqual(rec.errors, [])
+                    self.assertEqual(rec.model,
+                                     {object_key(o): o
+                                      for o in informer.list()})
+                    after_calls = rec.calls[calls_before:]
+                # Objects the handlers already had were never added again:
+                # they arrived as updates (the new run's objects differ) or
+                # deletes (tombstones).
+                readded = [c for c in after_calls
+                           if c[0] == "add" and c[1] in before and
+                           not any(d[0] == "delete" and d[1] == c[1]
+                                   for d in after_calls)]
+                self.assertEqual(readded, [])
+                self.assertFalse(any(c[0] == "add" and c[2]
+                                     for c in after_calls),
+                                 "adds after a RESET are not initial")
+                self.assertTrue(informer.has_synced())
+
+
+if __name__ == "__main__":
+    if not BINARY:
+        sys.exit("INFORMER_SIDECAR_BINARY is not set")
+    unittest.main()

@@ -1,0 +1,70 @@
+"""Installs the Python SDK as the README says and runs its end-to-end tests.
+
+Copies client_sdk/python, the examples and proto/informer/v1 from the
+runfiles into $TEST_TMPDIR, makes a venv from Debian's Python with
+--system-site-packages, runs `pip install --no-index --no-build-isolation`
+(which generates the gRPC stubs with protoc and grpc_python_plugin), then
+runs client_sdk/python/tests/e2e_test.py with the venv's python against the
+real //server:informer_sidecar binary in demo mode.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+WORKSPACE = "informer_sidecar"
+
+
+def runfile(path: str) -> str:
+    root = os.environ.get("TEST_SRCDIR") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    return os.path.join(root, WORKSPACE, path)
+
+
+class PythonSdkTest(unittest.TestCase):
+
+    def test_install_and_end_to_end(self):
+        tmp = os.environ.get("TEST_TMPDIR") or os.path.abspath("tmp")
+        src = os.path.join(tmp, "src")
+        shutil.rmtree(src, ignore_errors=True)
+        # Dereference runfiles symlinks: pip builds in the source tree.
+        ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+        shutil.copytree(runfile("client_sdk/python"),
+                        os.path.join(src, "client_sdk", "python"),
+                        ignore=ignore)
+        shutil.copytree(runfile("client_sdk/examples"),
+                        os.path.join(src, "client_sdk", "examples"),
+                        ignore=ignore)
+        shutil.copytree(runfile("proto/informer/v1"),
+                        os.path.join(src, "proto", "informer", "v1"))
+
+        # The Bazel stub's PYTHONPATH holds the runfiles tree, whose
+        # "informer_sidecar" workspace directory would shadow the package.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        venv = os.path.join(tmp, "venv")
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run(
+            ["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+            check=True, env=env)
+        pip = subprocess.run(
+            [os.path.join(venv, "bin", "pip"), "install", "--no-index",
+             "--no-build-isolation", "./client_sdk/python"],
+            cwd=src, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(pip.returncode, 0, pip.stdout)
+
+        env["INFORMER_SIDECAR_BINARY"] = runfile("server/informer_sidecar")
+        env["INFORMER_SIDECAR_EXAMPLES"] = os.path.join(
+            src, "client_sdk", "examples")
+        tests = subprocess.run(
+            [os.path.join(venv, "bin", "python"),
+             os.path.join(src, "client_sdk", "python", "tests",
+                          "e2e_test.py"), "-v"],
+            cwd=tmp, env=env, check=False)
+        self.assertEqual(tests.returncode, 0, "e2e_test.py failed (see log)")
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
