@@ -15,6 +15,7 @@ PACKAGES=(
   libssl-dev zlib1g-dev
   # Python (tests, SDK): Debian's interpreter with its gRPC, protobuf, YAML
   python3 python3-venv python3-grpcio python3-protobuf python3-yaml
+  python3-setuptools python3-wheel
   # Tools used by tests and scripts
   curl ca-certificates openssl procps
 )
