@@ -128,6 +128,21 @@ grpc::ByteBuffer WatchResponseBuilder::Finish() {
   return out;
 }
 
+void WatchResponseBuilder::AddEncoded(const std::vector<grpc::Slice>& parts,
+                                      int events) {
+  FlushSmall();
+  slices_.insert(slices_.end(), parts.begin(), parts.end());
+  events_ += events;
+}
+
+std::vector<grpc::Slice> WatchResponseBuilder::TakeSlices() {
+  FlushSmall();
+  std::vector<grpc::Slice> out;
+  out.swap(slices_);
+  events_ = 0;
+  return out;
+}
+
 namespace {
 
 // ---- Resume tokens ----
@@ -157,12 +172,15 @@ absl::StatusOr<ResumeToken> DecodeResumeToken(absl::string_view token) {
   return out;
 }
 
-// One state of an object, shared by every stream it goes to: serialized at
-// most once per encoding, whatever the number of streams.
+// One state of an object, shared by every stream it goes to: its key
+// computed once, serialized at most once per encoding, whatever the number
+// of streams.
 class SharedObject {
  public:
-  explicit SharedObject(informer::ObjectPtr obj) : obj_(std::move(obj)) {}
+  SharedObject(informer::ObjectPtr obj, std::string key)
+      : obj_(std::move(obj)), key_(std::move(key)) {}
   const informer::Object& object() const { return *obj_; }
+  const std::string& key() const { return key_; }
 
   // The serialized informer.v1.Object in `encoding`.
   absl::StatusOr<const grpc::Slice*> Encoded(v1::Encoding encoding) const {
@@ -178,6 +196,7 @@ class SharedObject {
 
  private:
   const informer::ObjectPtr obj_;
+  const std::string key_;
   // [0] JSON, [1] Struct; each written once under its once_flag.
   mutable absl::once_flag once_[2];
   mutable grpc::Slice slice_[2];
@@ -192,6 +211,133 @@ bool Same(const SharedPtr& a, const SharedPtr& b) {
   return a->object().uid() == b->object().uid() &&
          a->object().resource_version() == b->object().resource_version();
 }
+
+bool SameUid(const SharedPtr& a, const SharedPtr& b) {
+  return a->object().uid() == b->object().uid();
+}
+
+// A fan-out's pre-encoded `WatchResponse.events` fields of one event.
+struct EncodedEvents {
+  std::vector<grpc::Slice> slices;
+  int events = 0;
+};
+
+// One informer event as the fan-out dispatched it: the object's new (or
+// final) state, its state before, and the event's resume token. Shared by
+// every stream that gets it and by the history.
+//
+// "As is" (natural) the event reads: DELETED (`deleted`), ADDED (no `prev`),
+// MODIFIED (same UID), or DELETED `prev` + ADDED when a new object took the
+// name. Every stream that sees it so (all unfiltered streams, and filtered
+// ones the object neither enters nor leaves) writes the same bytes: they
+// are encoded once per encoding, lazily, on whichever thread first needs
+// them; a stream then only adds slice references.
+//
+// Immutable after construction except the encoding caches (call_once).
+class FanoutEvent {
+ public:
+  FanoutEvent(uint64_t seq, SharedPtr obj, SharedPtr prev, bool deleted,
+              bool tombstone, std::string token)
+      : seq_(seq),
+        obj_(std::move(obj)),
+        prev_(std::move(prev)),
+        deleted_(deleted),
+        tombstone_(tombstone),
+        token_(std::move(token)) {}
+
+  uint64_t seq() const { return seq_; }
+  const SharedPtr& obj() const { return obj_; }
+  const SharedPtr& prev() const { return prev_; }
+  bool deleted() const { return deleted_; }
+  bool tombstone() const { return tombstone_; }
+  const std::string& key() const { return obj_->key(); }
+  // Same name, another object: DELETED prev + ADDED obj.
+  bool replaced() const {
+    return !deleted_ && prev_ != nullptr && !SameUid(prev_, obj_);
+  }
+  bool modified() const {
+    return !deleted_ && prev_ != nullptr && SameUid(prev_, obj_);
+  }
+
+  // The event as is, encoded; `with_old` adds old_object to a MODIFIED.
+  absl::StatusOr<const EncodedEvents*> Encoded(v1::Encoding encoding,
+                                               bool with_old) const {
+    with_old = with_old && modified();
+    const int i =
+        (encoding == v1::ENCODING_STRUCT ? 2 : 0) + (with_old ? 1 : 0);
+    absl::call_once(once_[i], [this, i, encoding, with_old] {
+      status_[i] = Encode(encoding, with_old, &encoded_[i]);
+    });
+    if (!status_[i].ok()) return status_[i];
+    return &encoded_[i];
+  }
+
+  // Counts the event's types as is into `by_type`.
+  void CountTypes(std::array<uint64_t, 8>* by_type) const {
+    if (deleted_) {
+      ++(*by_type)[v1::EVENT_TYPE_DELETED];
+    } else if (prev_ == nullptr) {
+      ++(*by_type)[v1::EVENT_TYPE_ADDED];
+    } else if (SameUid(prev_, obj_)) {
+      ++(*by_type)[v1::EVENT_TYPE_MODIFIED];
+    } else {
+      ++(*by_type)[v1::EVENT_TYPE_DELETED];
+      ++(*by_type)[v1::EVENT_TYPE_ADDED];
+    }
+  }
+
+ private:
+  absl::Status Encode(v1::Encoding encoding, bool with_old,
+                      EncodedEvents* out) const {
+    WatchResponseBuilder builder;
+    auto add = [&](v1::EventType type, const SharedPtr& o, const SharedPtr& old,
+                   bool tombstone) -> absl::Status {
+      WatchResponseBuilder::Event e;
+      e.type = type;
+      absl::StatusOr<const grpc::Slice*> bytes = o->Encoded(encoding);
+      if (!bytes.ok()) return bytes.status();
+      e.object = *bytes;
+      if (old != nullptr) {
+        absl::StatusOr<const grpc::Slice*> old_bytes = old->Encoded(encoding);
+        if (!old_bytes.ok()) return old_bytes.status();
+        e.old_object = *old_bytes;
+      }
+      e.resource_version = o->object().resource_version();
+      e.resume_token = token_;
+      e.tombstone = tombstone;
+      builder.Add(e);
+      return absl::OkStatus();
+    };
+    absl::Status st;
+    if (deleted_) {
+      st = add(v1::EVENT_TYPE_DELETED, obj_, nullptr, tombstone_);
+    } else if (prev_ == nullptr) {
+      st = add(v1::EVENT_TYPE_ADDED, obj_, nullptr, false);
+    } else if (SameUid(prev_, obj_)) {
+      st =
+          add(v1::EVENT_TYPE_MODIFIED, obj_, with_old ? prev_ : nullptr, false);
+    } else {
+      st = add(v1::EVENT_TYPE_DELETED, prev_, nullptr, false);
+      if (st.ok()) st = add(v1::EVENT_TYPE_ADDED, obj_, nullptr, false);
+    }
+    if (!st.ok()) return st;
+    out->events = builder.events();
+    out->slices = builder.TakeSlices();
+    return absl::OkStatus();
+  }
+
+  const uint64_t seq_;
+  const SharedPtr obj_;
+  const SharedPtr prev_;
+  const bool deleted_;
+  const bool tombstone_;
+  const std::string token_;
+  // [encoding: 0 JSON, 2 Struct] + [1: MODIFIED with old_object].
+  mutable absl::once_flag once_[4];
+  mutable EncodedEvents encoded_[4];
+  mutable absl::Status status_[4];
+};
+using EventPtr = std::shared_ptr<const FanoutEvent>;
 
 // Ends a call at once with an error.
 class ErrorReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -224,10 +370,21 @@ absl::StatusOr<absl::Duration> ResyncPeriod(const v1::WatchRequest& request) {
 
 // One stream: a callback reactor with a bounded, coalescing queue.
 //
-// Lock order: WatchFanout::mu_ -> WatchStreamReactor::mu_ -> WatchHub::mu_.
-// The fan-out calls Start/Resume/Apply/Tick/End with its lock held; the
-// reactor removes itself from the fan-out in OnDone (holding no lock of its
-// own), so the fan-out never touches a deleted stream.
+// A stream keeps no copy of what its client holds: a filter is a pure
+// function of an object, so the client holds an object exactly when its
+// state at the stream's position matches the filter. Each event therefore
+// tells the stream, from the object's state before (`prev`) and after,
+// whether the object was held, is held now, or both (enter, leave, change),
+// which costs no per-stream map whatever the cache's size.
+//
+// Lifetime: gRPC holds one reference until OnDone; the hub's flusher holds
+// one while it flushes the stream; the last one deletes it.
+//
+// Lock order: WatchFanout::mu_ -> WatchStreamReactor::mu_ -> WatchHub::mu_
+// and WatchHub::flush_mu_. The fan-out calls Start/Resume/Apply/Tick/End
+// with its lock held; the reactor removes itself from the fan-out in OnDone
+// (holding no lock of its own), so the fan-out never touches a deleted
+// stream.
 class WatchStreamReactor final
     : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
@@ -238,6 +395,9 @@ class WatchStreamReactor final
     std::string index_value;
     informer::IndexFunc index_fn;  // null: no index filter
 
+    bool Empty() const {
+      return namespace_.empty() && selector.Empty() && !index_fn;
+    }
     bool Matches(const informer::Object& obj) const {
       if (!namespace_.empty() && obj.namespace_() != namespace_) return false;
       if (!selector.Matches(obj)) return false;
@@ -264,6 +424,7 @@ class WatchStreamReactor final
         fanout_(std::move(fanout)),
         entry_(entry),
         filter_(std::move(filter)),
+        unfiltered_(filter_.Empty()),
         encoding_(encoding),
         send_old_(send_old),
         resync_period_(resync_period),
@@ -274,21 +435,30 @@ class WatchStreamReactor final
   }
 
   const Filter& filter() const { return filter_; }
+  bool Holds(const SharedPtr& obj) const {
+    return obj != nullptr && (unfiltered_ || filter_.Matches(obj->object()));
+  }
   const Start& start() const { return start_; }
+
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      delete this;  // may destroy a retired fan-out: no lock is held here
+    }
+  }
 
   // Queues the initial state (with the fan-out's lock held, so no event is
   // missed or duplicated: see WatchFanout::AttachLocked).
   void StartLocked(const std::string& token_prefix,
-                   const std::vector<std::pair<std::string, SharedPtr>>& objs,
-                   bool reset, uint64_t seq, const std::string& rv) {
+                   const std::vector<SharedPtr>& objs, bool reset, uint64_t seq,
+                   const std::string& rv) {
     absl::MutexLock lock(&mu_);
     token_prefix_ = token_prefix;
     applied_seq_ = written_seq_ = seq;
     ScheduleResyncLocked();
     if (reset) PushLocked(MakeMarker(v1::EVENT_TYPE_RESET, seq, rv));
-    for (const auto& [key, obj] : objs) {
-      view_[key] = obj;
-      Pending p = MakeEvent(v1::EVENT_TYPE_ADDED, key, obj, nullptr, seq);
+    for (const SharedPtr& obj : objs) {
+      Pending p = MakeEvent(v1::EVENT_TYPE_ADDED, obj, nullptr, seq);
       p.initial = true;
       PushLocked(std::move(p));
     }
@@ -296,90 +466,94 @@ class WatchStreamReactor final
     // Markers and initial events never coalesce, whatever their number.
     marker_end_ = pending_.size();
     compact_at_ = std::max(compact_at_, pending_.size() * 2);
-    MaybeWriteLocked();
+    MaybeWriteLocked(/*force=*/false);
   }
 
-  // Resumes after `seq`: the client holds `objs` (its view at `seq`); the
-  // fan-out then replays the events after `seq` through Apply.
-  void ResumeLocked(const std::string& token_prefix,
-                    std::vector<std::pair<std::string, SharedPtr>> objs,
-                    uint64_t seq) {
+  // Resumes after `seq`: the client holds its view at `seq`; the fan-out
+  // then replays the events after `seq` through Apply.
+  void ResumeLocked(const std::string& token_prefix, uint64_t seq) {
     absl::MutexLock lock(&mu_);
     token_prefix_ = token_prefix;
     applied_seq_ = written_seq_ = seq;
     ScheduleResyncLocked();
-    for (auto& [key, obj] : objs) {
-      view_[key] = obj;
-      sent_[key] = std::move(obj);
-    }
   }
 
-  // One informer event: `obj` is the new state, or the final one when
-  // `deleted`.
-  void Apply(const std::string& key, const SharedPtr& obj, bool deleted,
-             bool tombstone, uint64_t seq) {
+  // One informer event.
+  void Apply(const EventPtr& ev) {
     absl::MutexLock lock(&mu_);
     if (ended_) return;
-    applied_seq_ = seq;
-    const bool match = !deleted && filter_.Matches(obj->object());
-    auto it = view_.find(key);
-    if (match) {
-      if (it == view_.end()) {
-        view_[key] = obj;
-        PushLocked(MakeEvent(v1::EVENT_TYPE_ADDED, key, obj, nullptr, seq));
-      } else if (!Same(it->second, obj)) {
-        SharedPtr old = std::move(it->second);
-        it->second = obj;
-        if (old->object().uid() != obj->object().uid()) {
-          // Replaced by a new object of the same name.
-          PushLocked(MakeEvent(v1::EVENT_TYPE_DELETED, key, old, nullptr, seq));
-          PushLocked(MakeEvent(v1::EVENT_TYPE_ADDED, key, obj, nullptr, seq));
-        } else {
-          PushLocked(MakeEvent(v1::EVENT_TYPE_MODIFIED, key, obj, old, seq));
-        }
-      }
-      // Same object as already sent: nothing to say.
-    } else if (it != view_.end()) {
-      view_.erase(it);
-      Pending p = MakeEvent(v1::EVENT_TYPE_DELETED, key, obj, nullptr, seq);
-      p.tombstone = deleted && tombstone;
-      PushLocked(std::move(p));
+    applied_seq_ = ev->seq();
+    const bool held_before = Holds(ev->prev());
+    const bool held_after = !ev->deleted() && Holds(ev->obj());
+    if (!held_before && !held_after) return;
+    Pending p;
+    p.seq = ev->seq();
+    if (held_before == (ev->prev() != nullptr) &&
+        held_after == !ev->deleted()) {
+      p.ev = ev;  // as is: shared bytes
+    } else if (held_after) {
+      // Entered the filter.
+      p.type = v1::EVENT_TYPE_ADDED;
+      p.obj = ev->obj();
+    } else {
+      // Left the filter (changed, not deleted): DELETED with the new state
+      // as the API server's filtered watch does, or with the state held if
+      // another object took the name.
+      p.type = v1::EVENT_TYPE_DELETED;
+      p.old = ev->prev();
+      p.obj = SameUid(ev->prev(), ev->obj()) ? ev->obj() : ev->prev();
     }
+    PushLocked(std::move(p));
     if (pending_.size() >= compact_at_) CompactLocked();
-    MaybeWriteLocked();
+    MaybeWriteLocked(/*force=*/false);
   }
 
-  // Sends a BOOKMARK when the stream has been quiet for the interval, and
-  // SYNCs when its resync is due. Returns when the next resync is due.
+  // True when this stream's resync is due at `now`.
+  bool ResyncDue(absl::Time now) {
+    absl::MutexLock lock(&mu_);
+    return !ended_ && resync_period_ > absl::ZeroDuration() &&
+           now >= next_resync_;
+  }
+
+  // Queues a SYNC for every object the stream holds (`objs`: the fan-out's
+  // state through this stream's filter, in key order).
+  void PushSyncs(absl::Time now, const std::vector<SharedPtr>& objs,
+                 uint64_t seq) {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return;
+    for (const SharedPtr& obj : objs) {
+      PushLocked(MakeEvent(v1::EVENT_TYPE_SYNC, obj, nullptr, seq));
+    }
+    // Missed periods are skipped, not made up in a burst.
+    while (next_resync_ <= now) next_resync_ += resync_period_;
+    if (pending_.size() >= compact_at_) CompactLocked();
+    MaybeWriteLocked(/*force=*/false);
+  }
+
+  // Sends a BOOKMARK when the stream has been quiet for the interval.
+  // Returns when the next resync is due.
   absl::Time Tick(absl::Time now, uint64_t seq, const std::string& rv) {
     absl::MutexLock lock(&mu_);
     if (ended_) return absl::InfiniteFuture();
-    if (resync_period_ > absl::ZeroDuration() && now >= next_resync_) {
-      std::vector<const std::pair<const std::string, SharedPtr>*> objs;
-      objs.reserve(view_.size());
-      for (const auto& kv : view_) objs.push_back(&kv);
-      std::sort(objs.begin(), objs.end(), [](const auto* a, const auto* b) {
-        return a->first < b->first;
-      });
-      for (const auto* kv : objs) {
-        PushLocked(MakeEvent(v1::EVENT_TYPE_SYNC, kv->first, kv->second,
-                             nullptr, seq));
-      }
-      // Missed periods are skipped, not made up in a burst.
-      while (next_resync_ <= now) next_resync_ += resync_period_;
-      if (pending_.size() >= compact_at_) CompactLocked();
-    } else if (!writing_ && pending_.empty() &&
-               now - last_write_ >= hub_->options_.bookmark_interval) {
+    if (!writing_ && pending_.empty() &&
+        now - last_write_ >= hub_->options_.bookmark_interval) {
       PushLocked(MakeMarker(v1::EVENT_TYPE_BOOKMARK, seq, rv));
     }
-    MaybeWriteLocked();
+    MaybeWriteLocked(/*force=*/false);
     return resync_period_ > absl::ZeroDuration() ? next_resync_
                                                  : absl::InfiniteFuture();
   }
 
   void Kick() {
     absl::MutexLock lock(&mu_);
-    MaybeWriteLocked();
+    MaybeWriteLocked(/*force=*/false);
+  }
+
+  // The hub's flusher: the batching window this stream waited for ended.
+  void Flush() {
+    absl::MutexLock lock(&mu_);
+    deferred_ = false;
+    MaybeWriteLocked(/*force=*/true);
   }
 
   // Events queued and not yet written (metrics).
@@ -405,7 +579,7 @@ class WatchStreamReactor final
       FinishIfIdleLocked();
       return;
     }
-    MaybeWriteLocked();
+    MaybeWriteLocked(/*force=*/false);
   }
 
   void OnCancel() override {
@@ -416,10 +590,15 @@ class WatchStreamReactor final
   void OnDone() override;
 
  private:
+  ~WatchStreamReactor() override = default;
+
+  // A queued event: a fan-out event as is (`ev`), or one this stream made
+  // (initial state, enter/leave, SYNC, coalesced), or a marker (no object).
   struct Pending {
+    EventPtr ev;
     v1::EventType type = v1::EVENT_TYPE_UNSPECIFIED;
-    std::string key;  // empty for markers
     SharedPtr obj;
+    // What the client held before this event (MODIFIED, DELETED).
     SharedPtr old;
     std::string rv;  // markers only
     bool initial = false;
@@ -427,11 +606,10 @@ class WatchStreamReactor final
     uint64_t seq = 0;
   };
 
-  static Pending MakeEvent(v1::EventType type, const std::string& key,
-                           SharedPtr obj, SharedPtr old, uint64_t seq) {
+  static Pending MakeEvent(v1::EventType type, SharedPtr obj, SharedPtr old,
+                           uint64_t seq) {
     Pending p;
     p.type = type;
-    p.key = key;
     p.obj = std::move(obj);
     p.old = std::move(old);
     p.seq = seq;
@@ -444,6 +622,28 @@ class WatchStreamReactor final
     p.rv = rv;
     p.seq = seq;
     return p;
+  }
+  static bool IsMarker(const Pending& p) {
+    return p.ev == nullptr && p.obj == nullptr;
+  }
+  static const std::string& KeyOf(const Pending& p) {
+    return p.ev != nullptr ? p.ev->key() : p.obj->key();
+  }
+  // The client's state of the key before / after the event.
+  static SharedPtr HeldBefore(const Pending& p) {
+    if (p.ev != nullptr) return p.ev->prev();
+    switch (p.type) {
+      case v1::EVENT_TYPE_ADDED:
+        return nullptr;
+      case v1::EVENT_TYPE_SYNC:
+        return p.obj;
+      default:
+        return p.old;
+    }
+  }
+  static SharedPtr HeldAfter(const Pending& p) {
+    if (p.ev != nullptr) return p.ev->deleted() ? nullptr : p.ev->obj();
+    return p.type == v1::EVENT_TYPE_DELETED ? nullptr : p.obj;
   }
 
   void ScheduleResyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -459,24 +659,18 @@ class WatchStreamReactor final
 
   // Replaces the coalescible part of the queue (after the initial state's
   // markers) by, per object key in order of first appearance, the
-  // difference between the state the client will have before it (`base`)
-  // and the current state (`view_`): nothing, ADDED, MODIFIED (old = base),
-  // DELETED, or DELETED + ADDED when the UID changed. BOOKMARKs and SYNCs
-  // of unchanged objects are dropped. Resume tokens: every event of the
-  // coalesced run names the position before the run but the last, which
-  // names the position after it (see WatchHub).
+  // difference between the state the client holds before the key's first
+  // queued event and the state after its last: nothing, ADDED, MODIFIED
+  // (old = the state before), DELETED, or DELETED + ADDED when the UID
+  // changed. BOOKMARKs and SYNCs of unchanged objects are dropped. Resume
+  // tokens: every event of the coalesced run names the position before the
+  // run but the last, which names the position after it (see WatchHub).
   void CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::flat_hash_map<std::string, SharedPtr> prefix_state;
-    absl::flat_hash_set<std::string> in_prefix;
-    for (size_t i = 0; i < marker_end_; ++i) {
-      const Pending& p = pending_[i];
-      if (p.key.empty()) continue;
-      in_prefix.insert(p.key);
-      prefix_state[p.key] = p.type == v1::EVENT_TYPE_DELETED ? nullptr : p.obj;
-    }
     const uint64_t base_seq =
         marker_end_ > 0 ? pending_[marker_end_ - 1].seq : written_seq_;
     struct KeyInfo {
+      SharedPtr from;     // held before the run
+      SharedPtr to;       // held after it
       SharedPtr deleted;  // the last DELETED's object
       bool tombstone = false;
     };
@@ -484,10 +678,22 @@ class WatchStreamReactor final
     absl::flat_hash_map<std::string, KeyInfo> info;
     for (size_t i = marker_end_; i < pending_.size(); ++i) {
       const Pending& p = pending_[i];
-      if (p.key.empty()) continue;  // bookmark
-      auto [it, inserted] = info.try_emplace(p.key);
-      if (inserted) order.push_back(p.key);
-      if (p.type == v1::EVENT_TYPE_DELETED) {
+      if (IsMarker(p)) continue;  // bookmark
+      auto [it, inserted] = info.try_emplace(KeyOf(p));
+      if (inserted) {
+        order.push_back(KeyOf(p));
+        it->second.from = HeldBefore(p);
+      }
+      it->second.to = HeldAfter(p);
+      if (p.ev != nullptr) {
+        if (p.ev->deleted()) {
+          it->second.deleted = p.ev->obj();
+          it->second.tombstone = p.ev->tombstone();
+        } else if (p.ev->replaced()) {
+          it->second.deleted = p.ev->prev();
+          it->second.tombstone = false;
+        }
+      } else if (p.type == v1::EVENT_TYPE_DELETED) {
         it->second.deleted = p.obj;
         it->second.tombstone = p.tombstone;
       }
@@ -497,35 +703,25 @@ class WatchStreamReactor final
     pending_.resize(marker_end_);
     for (const std::string& key : order) {
       const KeyInfo& k = info[key];
-      SharedPtr from;
-      if (in_prefix.contains(key)) {
-        from = prefix_state[key];
-      } else if (auto s = sent_.find(key); s != sent_.end()) {
-        from = s->second;
-      }
-      SharedPtr to;
-      if (auto v = view_.find(key); v != view_.end()) to = v->second;
+      const SharedPtr& from = k.from;
+      const SharedPtr& to = k.to;
       if (Same(from, to)) continue;
       if (to == nullptr) {
-        Pending p =
-            MakeEvent(v1::EVENT_TYPE_DELETED, key,
-                      k.deleted != nullptr ? k.deleted : from, nullptr, 0);
+        Pending p = MakeEvent(v1::EVENT_TYPE_DELETED,
+                              k.deleted != nullptr ? k.deleted : from, from, 0);
         p.tombstone = k.tombstone;
         pending_.push_back(std::move(p));
       } else if (from == nullptr) {
-        pending_.push_back(
-            MakeEvent(v1::EVENT_TYPE_ADDED, key, to, nullptr, 0));
-      } else if (from->object().uid() != to->object().uid()) {
+        pending_.push_back(MakeEvent(v1::EVENT_TYPE_ADDED, to, nullptr, 0));
+      } else if (!SameUid(from, to)) {
         Pending del =
-            MakeEvent(v1::EVENT_TYPE_DELETED, key,
-                      k.deleted != nullptr ? k.deleted : from, nullptr, 0);
+            MakeEvent(v1::EVENT_TYPE_DELETED,
+                      k.deleted != nullptr ? k.deleted : from, from, 0);
         del.tombstone = k.tombstone;
         pending_.push_back(std::move(del));
-        pending_.push_back(
-            MakeEvent(v1::EVENT_TYPE_ADDED, key, to, nullptr, 0));
+        pending_.push_back(MakeEvent(v1::EVENT_TYPE_ADDED, to, nullptr, 0));
       } else {
-        pending_.push_back(
-            MakeEvent(v1::EVENT_TYPE_MODIFIED, key, to, from, 0));
+        pending_.push_back(MakeEvent(v1::EVENT_TYPE_MODIFIED, to, from, 0));
       }
     }
     for (size_t i = marker_end_; i < pending_.size(); ++i) {
@@ -547,18 +743,23 @@ class WatchStreamReactor final
     compact_at_ = std::max(hub_->options_.max_queue, pending_.size() * 2);
   }
 
-  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Writes everything queued if no write is in flight. With a batching
+  // window, a stream that wrote less than a window ago waits for the hub's
+  // flusher (`force` is the flusher's call) instead, gathering events.
+  void MaybeWriteLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (ended_ || writing_ || pending_.empty() || hub_->paused_.load()) {
       return;
     }
     const absl::Duration window = hub_->options_.batch_window;
-    if (window > absl::ZeroDuration() &&
-        hub_->clock_->Now() < last_write_ + window) {
-      // Busy stream: gather until the window after the last write ends
-      // (the hub's flusher kicks us then), so it sends several events per
-      // message rather than one.
-      hub_->RequestFlush(last_write_ + window);
-      return;
+    if (!force && window > absl::ZeroDuration()) {
+      const absl::Time now = hub_->clock_->Now();
+      if (now < last_write_ + window && hub_->Batching(now)) {
+        if (!deferred_) {
+          deferred_ = true;
+          hub_->Defer(this, last_write_ + window);
+        }
+        return;
+      }
     }
     // A stream that overflowed since its last write sends its queue fully
     // coalesced: the amortised compaction in Apply may have left an
@@ -572,15 +773,35 @@ class WatchStreamReactor final
       }
     }
     overflowed_ = false;
-    WatchResponseBuilder builder;
-    std::vector<std::string> tokens;
-    tokens.reserve(pending_.size());
-    for (Pending& p : pending_) {
-      tokens.push_back(
-          absl::WebSafeBase64Escape(absl::StrCat(token_prefix_, p.seq)));
+    WatchResponseBuilder& builder = builder_;
+    std::array<uint64_t, 8> by_type{};
+    // Events this stream made share their position's token (an initial
+    // state's events all name one position): encoded once per position.
+    std::string token;
+    uint64_t token_seq = 0;
+    bool have_token = false;
+    for (const Pending& p : pending_) {
+      if (p.ev != nullptr) {
+        absl::StatusOr<const EncodedEvents*> enc =
+            p.ev->Encoded(encoding_, send_old_);
+        if (!enc.ok()) {
+          EndLocked(enc.status());
+          return;
+        }
+        builder.AddEncoded((*enc)->slices, (*enc)->events);
+        p.ev->CountTypes(&by_type);
+        continue;
+      }
+      if (!have_token || token_seq != p.seq) {
+        token = absl::WebSafeBase64Escape(absl::StrCat(token_prefix_, p.seq));
+        token_seq = p.seq;
+        have_token = true;
+      }
+      const size_t t = static_cast<size_t>(p.type);
+      if (t < by_type.size()) ++by_type[t];
       WatchResponseBuilder::Event e;
       e.type = p.type;
-      e.resume_token = tokens.back();
+      e.resume_token = token;
       e.initial = p.initial;
       e.tombstone = p.tombstone;
       if (p.obj == nullptr) {
@@ -604,21 +825,16 @@ class WatchStreamReactor final
         e.old_object = *old;
       }
       builder.Add(e);
-      if (p.type == v1::EVENT_TYPE_DELETED) {
-        sent_.erase(p.key);
-      } else {
-        sent_[p.key] = p.obj;
-      }
     }
     written_seq_ = pending_.back().seq;
-    std::array<uint64_t, 8> by_type{};
-    for (const Pending& p : pending_) {
-      const size_t t = static_cast<size_t>(p.type);
-      if (t < by_type.size()) ++by_type[t];
-    }
     hub_->NoteWritten(by_type);
     response_ = builder.Finish();
     pending_.clear();
+    // An initial state or a burst may have grown the queue far beyond what
+    // steady traffic needs: give that memory back.
+    if (pending_.capacity() > 4 * hub_->options_.max_queue) {
+      std::vector<Pending>().swap(pending_);
+    }
     marker_end_ = 0;
     compact_at_ = hub_->options_.max_queue;
     writing_ = true;
@@ -630,8 +846,6 @@ class WatchStreamReactor final
     if (ended_) return;
     ended_ = true;
     pending_.clear();
-    view_.clear();
-    sent_.clear();
     end_status_ = ToGrpcStatus(status);
     FinishIfIdleLocked();
   }
@@ -648,28 +862,32 @@ class WatchStreamReactor final
   const std::shared_ptr<WatchFanout> fanout_;
   InformerEntry* const entry_;
   const Filter filter_;
+  const bool unfiltered_;
   const v1::Encoding encoding_;
   const bool send_old_;
   const absl::Duration resync_period_;
   const Start start_;
+  std::atomic<int> refs_{1};
 
   absl::Mutex mu_;
   std::string token_prefix_ ABSL_GUARDED_BY(mu_);
-  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Appended to and cleared as a whole, so a vector: its capacity is
+  // reused from write to write (no allocation per queued event).
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Reused by every write for the same reason.
+  WatchResponseBuilder builder_ ABSL_GUARDED_BY(mu_);
   // pending_[0, marker_end_) is the initial state (with its markers).
   size_t marker_end_ ABSL_GUARDED_BY(mu_) = 0;
   size_t compact_at_ ABSL_GUARDED_BY(mu_) = 0;
   // The sequence number of the last event applied / written.
   uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  // What the client will have once everything queued is written.
-  absl::flat_hash_map<std::string, SharedPtr> view_ ABSL_GUARDED_BY(mu_);
-  // What the client has been written.
-  absl::flat_hash_map<std::string, SharedPtr> sent_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer response_ ABSL_GUARDED_BY(mu_);  // the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   // The queue was coalesced since the last write.
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
+  // Waiting in the hub's flush set (batching window).
+  bool deferred_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
@@ -770,6 +988,7 @@ class WatchFanout final : public informer::ResourceEventHandler {
     absl::MutexLock lock(&mu_);
     absl::Time next = absl::InfiniteFuture();
     for (WatchStreamReactor* s : streams_) {
+      if (s->ResyncDue(now)) s->PushSyncs(now, HeldLocked(*s), seq_);
       next = std::min(next, s->Tick(now, seq_, rv));
     }
     return next;
@@ -802,23 +1021,12 @@ class WatchFanout final : public informer::ResourceEventHandler {
   }
 
  private:
-  // One event of the history: `obj` is the new (or final) state, `prev`
-  // the state before (null if the key did not exist).
-  struct HistoryEvent {
-    uint64_t seq;
-    std::string key;
-    SharedPtr obj;
-    SharedPtr prev;
-    bool deleted;
-    bool tombstone;
-  };
-
   void Dispatch(const informer::ObjectPtr& obj, bool deleted, bool tombstone) {
     std::string key = obj->Key();
-    auto shared = std::make_shared<const SharedObject>(obj);
+    auto shared = std::make_shared<const SharedObject>(obj, std::move(key));
     {
       absl::MutexLock lock(&mu_);
-      auto it = state_.find(key);
+      auto it = state_.find(shared->key());
       SharedPtr prev = it == state_.end() ? nullptr : it->second;
       // Unchanged (the informer's resync, a relist that found the object
       // as it was): not news for any stream.
@@ -827,15 +1035,17 @@ class WatchFanout final : public informer::ResourceEventHandler {
         const uint64_t seq = ++seq_;
         if (deleted) {
           if (it != state_.end()) state_.erase(it);
+        } else if (it != state_.end()) {
+          it->second = shared;
         } else {
-          state_[key] = shared;
+          state_.emplace(shared->key(), shared);
         }
-        for (WatchStreamReactor* s : streams_) {
-          s->Apply(key, shared, deleted, tombstone, seq);
-        }
+        auto ev = std::make_shared<const FanoutEvent>(
+            seq, std::move(shared), std::move(prev), deleted, tombstone,
+            absl::WebSafeBase64Escape(absl::StrCat(token_prefix_, seq)));
+        for (WatchStreamReactor* s : streams_) s->Apply(ev);
         if (hub_->options_.history_size > 0) {
-          history_.push_back(HistoryEvent{seq, std::move(key), shared,
-                                          std::move(prev), deleted, tombstone});
+          history_.push_back(std::move(ev));
           while (history_.size() > hub_->options_.history_size) {
             history_.pop_front();
           }
@@ -845,11 +1055,26 @@ class WatchFanout final : public informer::ResourceEventHandler {
     hub_->NoteEvent();
   }
 
+  // The objects `stream` holds now (the state through its filter), in key
+  // order.
+  std::vector<SharedPtr> HeldLocked(const WatchStreamReactor& stream) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<SharedPtr> objs;
+    for (const auto& [key, obj] : state_) {
+      if (stream.Holds(obj)) objs.push_back(obj);
+    }
+    std::sort(objs.begin(), objs.end(),
+              [](const SharedPtr& a, const SharedPtr& b) {
+                return a->key() < b->key();
+              });
+    return objs;
+  }
+
   // True if every event after `seq` is still in the history.
   bool CoversLocked(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (seq > seq_) return false;
     if (seq == seq_) return true;
-    return !history_.empty() && history_.front().seq <= seq + 1;
+    return !history_.empty() && history_.front()->seq() <= seq + 1;
   }
 
   // Queues the stream's start (a resume, or RESET? + initial state) and
@@ -859,12 +1084,18 @@ class WatchFanout final : public informer::ResourceEventHandler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     streams_.insert(stream);
     hub_->NoteStreams(1);
-    const WatchStreamReactor::Filter& filter = stream->filter();
     const WatchStreamReactor::Start& start = stream->start();
     bool reset = start.reset;
     if (start.resume) {
       if (CoversLocked(start.seq)) {
-        ResumeLocked(stream, start.seq);
+        // The client holds its view at `seq`; the events after it,
+        // replayed through the stream's filter, bring it to now (with the
+        // exact enter/leave events, as the stream decides those from each
+        // event's before and after states).
+        stream->ResumeLocked(token_prefix_, start.seq);
+        for (const EventPtr& ev : history_) {
+          if (ev->seq() > start.seq) stream->Apply(ev);
+        }
         return;
       }
       VLOG(1) << "watch on " << entry_->config.resource << ": token at "
@@ -872,44 +1103,7 @@ class WatchFanout final : public informer::ResourceEventHandler {
               << "): RESET";
       reset = true;
     }
-    std::vector<std::pair<std::string, SharedPtr>> objs;
-    for (const auto& [key, obj] : state_) {
-      if (filter.Matches(obj->object())) objs.emplace_back(key, obj);
-    }
-    std::sort(objs.begin(), objs.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    stream->StartLocked(token_prefix_, objs, reset, seq_, rv);
-  }
-
-  // The client's view at `seq`: today's state with each key touched after
-  // `seq` rolled back to its state before its first later event, filtered.
-  // Then the events after `seq`, replayed through the stream's filter.
-  void ResumeLocked(WatchStreamReactor* stream, uint64_t seq)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    absl::flat_hash_map<std::string, SharedPtr> then;
-    for (auto it = history_.rbegin(); it != history_.rend() && it->seq > seq;
-         ++it) {
-      then[it->key] = it->prev;
-    }
-    const WatchStreamReactor::Filter& filter = stream->filter();
-    std::vector<std::pair<std::string, SharedPtr>> view;
-    for (const auto& [key, obj] : state_) {
-      auto t = then.find(key);
-      const SharedPtr& o = t == then.end() ? obj : t->second;
-      if (o != nullptr && filter.Matches(o->object()))
-        view.emplace_back(key, o);
-    }
-    for (const auto& [key, obj] : then) {
-      if (obj != nullptr && !state_.contains(key) &&
-          filter.Matches(obj->object())) {
-        view.emplace_back(key, obj);
-      }
-    }
-    stream->ResumeLocked(token_prefix_, std::move(view), seq);
-    for (const HistoryEvent& h : history_) {
-      if (h.seq <= seq) continue;
-      stream->Apply(h.key, h.obj, h.deleted, h.tombstone, h.seq);
-    }
+    stream->StartLocked(token_prefix_, HeldLocked(*stream), reset, seq_, rv);
   }
 
   void WaitForSyncThenAttach() {
@@ -945,7 +1139,8 @@ class WatchFanout final : public informer::ResourceEventHandler {
   // The state as dispatched, per key (consistent with seq_, unlike the
   // indexer, which may be one event ahead).
   absl::flat_hash_map<std::string, SharedPtr> state_ ABSL_GUARDED_BY(mu_);
-  std::deque<HistoryEvent> history_ ABSL_GUARDED_BY(mu_);
+  // The last history_size events (each with the state before it).
+  std::deque<EventPtr> history_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<WatchStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
   // Streams opened before the informer synced.
   absl::flat_hash_set<WatchStreamReactor*> waiting_ ABSL_GUARDED_BY(mu_);
@@ -956,8 +1151,9 @@ class WatchFanout final : public informer::ResourceEventHandler {
 };
 
 void WatchStreamReactor::OnDone() {
+  hub_->Undefer(this);
   fanout_->Detach(this);
-  delete this;  // may destroy a retired fan-out: no lock is held here
+  Unref();
 }
 
 WatchHub::WatchHub(InformerRegistry* registry, WatchOptions options,
@@ -1146,30 +1342,47 @@ void WatchHub::EnsureTicker() {
   ticker_ = std::thread([this] { TickLoop(); });
 }
 
-void WatchHub::RequestFlush(absl::Time at) {
+void WatchHub::Defer(WatchStreamReactor* stream, absl::Time due) {
   absl::MutexLock lock(&flush_mu_);
-  flush_due_ = std::min(flush_due_, at);
+  deferred_.insert(stream);
+  flush_due_ = std::min(flush_due_, due);
+}
+
+void WatchHub::Undefer(WatchStreamReactor* stream) {
+  absl::MutexLock lock(&flush_mu_);
+  deferred_.erase(stream);
 }
 
 void WatchHub::FlushLoop() {
+  std::vector<WatchStreamReactor*> due_streams;
   while (true) {
     {
       absl::MutexLock lock(&flush_mu_);
-      const absl::Time due = flush_due_;
-      // Wakes for an earlier request, at the due time, or to stop.
-      auto changed = [this, due]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_) {
-        return flush_stop_ || flush_due_ < due;
-      };
-      clock_->AwaitWithDeadline(&flush_mu_, absl::Condition(&changed), due);
-      if (flush_stop_) return;
-      if (flush_due_ == absl::InfiniteFuture() ||
-          clock_->Now() < flush_due_) {
-        continue;
+      while (true) {
+        if (flush_stop_) return;
+        const absl::Time due = flush_due_;
+        if (due != absl::InfiniteFuture() && clock_->Now() >= due) break;
+        // Wakes for an earlier request, at the due time, or to stop.
+        auto changed = [this, due]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_) {
+          return flush_stop_ || flush_due_ < due;
+        };
+        clock_->AwaitWithDeadline(&flush_mu_, absl::Condition(&changed), due);
       }
       flush_due_ = absl::InfiniteFuture();
+      // Every waiting stream goes now, also those whose window ends a
+      // little later: busy streams then share one cadence, so the flusher
+      // wakes once per window rather than once per stream.
+      due_streams.assign(deferred_.begin(), deferred_.end());
+      deferred_.clear();
+      // OnDone takes a stream out of deferred_ under flush_mu_ before
+      // dropping gRPC's reference, so these are alive here.
+      for (WatchStreamReactor* s : due_streams) s->Ref();
     }
-    // Streams still inside their window ask again; the others write.
-    for (const auto& f : Fanouts()) f->KickAll();
+    for (WatchStreamReactor* s : due_streams) {
+      s->Flush();
+      s->Unref();
+    }
+    due_streams.clear();
   }
 }
 
@@ -1221,30 +1434,58 @@ void WatchHub::NoteEvent() {
 }
 
 void WatchHub::NoteWritten(const std::array<uint64_t, 8>& by_type) {
-  absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < by_type.size(); ++i) {
-    counters_.events_out[i] += by_type[i];
+    if (by_type[i] != 0) {
+      events_out_[i].fetch_add(by_type[i], std::memory_order_relaxed);
+    }
   }
 }
 
 void WatchHub::NoteCoalesced(uint64_t n) {
-  absl::MutexLock lock(&mu_);
-  counters_.coalesced += n;
+  coalesced_.fetch_add(n, std::memory_order_relaxed);
 }
 
 void WatchHub::NoteExhausted() {
-  absl::MutexLock lock(&mu_);
-  ++counters_.streams_exhausted;
+  exhausted_.fetch_add(1, std::memory_order_relaxed);
 }
 
 WatchHub::Counters WatchHub::GetCounters() const {
-  absl::MutexLock lock(&mu_);
-  return counters_;
+  Counters c;
+  for (size_t i = 0; i < c.events_out.size(); ++i) {
+    c.events_out[i] = events_out_[i].load(std::memory_order_relaxed);
+  }
+  c.coalesced = coalesced_.load(std::memory_order_relaxed);
+  c.streams_exhausted = exhausted_.load(std::memory_order_relaxed);
+  return c;
+}
+
+bool WatchHub::Batching(absl::Time now) {
+  if (options_.batch_window <= absl::ZeroDuration()) return false;
+  if (options_.batch_min_rate <= 0) return true;
+  // One caller per 100 ms period (the one that wins the exchange) turns
+  // the count of queued events into a rate; the others read the verdict.
+  constexpr int64_t kPeriodNs = 100 * 1000 * 1000;
+  const int64_t t = absl::ToUnixNanos(now);
+  int64_t since = rate_since_ns_.load(std::memory_order_relaxed);
+  if (t - since >= kPeriodNs && rate_since_ns_.compare_exchange_strong(
+                                    since, t, std::memory_order_relaxed)) {
+    const uint64_t count = queued_.load(std::memory_order_relaxed);
+    const uint64_t base = rate_base_.exchange(count, std::memory_order_relaxed);
+    const double rate = static_cast<double>(count - base) * 1e9 /
+                        static_cast<double>(t - since);
+    busy_.store(rate >= options_.batch_min_rate, std::memory_order_relaxed);
+  }
+  return busy_.load(std::memory_order_relaxed);
 }
 
 void WatchHub::NotePending(size_t n) {
-  absl::MutexLock lock(&mu_);
-  peak_pending_ = std::max(peak_pending_, n);
+  queued_.fetch_add(1, std::memory_order_relaxed);
+  // Called for every queued event: a relaxed read first, so the common
+  // case (no new peak) writes nothing shared.
+  size_t peak = peak_pending_.load(std::memory_order_relaxed);
+  while (n > peak && !peak_pending_.compare_exchange_weak(
+                         peak, n, std::memory_order_relaxed)) {
+  }
 }
 
 void WatchHub::WaitForEvents(uint64_t n) const {
@@ -1293,8 +1534,7 @@ size_t WatchHub::MaxPendingNow() const {
 }
 
 size_t WatchHub::peak_pending() const {
-  absl::MutexLock lock(&mu_);
-  return peak_pending_;
+  return peak_pending_.load(std::memory_order_relaxed);
 }
 
 }  // namespace server

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -44,6 +45,10 @@ struct WatchOptions {
   // fan-out); a stream quiet for longer writes at once. Zero: every event
   // is written as soon as no write is in flight.
   absl::Duration batch_window = absl::ZeroDuration();
+  // The window applies only while the hub queues at least this many events
+  // per second for its streams in total (measured over 100 ms periods), so
+  // a lightly loaded sidecar keeps writing every event at once. 0: always.
+  double batch_min_rate = 0;
 };
 
 // The shortest per-stream resync_period a request may ask for.
@@ -76,9 +81,14 @@ class WatchResponseBuilder {
   };
 
   void Add(const Event& event);
+  // Appends events encoded beforehand (`parts`, from TakeSlices: `events`
+  // whole WatchResponse.events fields), by reference.
+  void AddEncoded(const std::vector<grpc::Slice>& parts, int events);
   int events() const { return events_; }
   // The response so far; the builder is empty again afterwards.
   grpc::ByteBuffer Finish();
+  // The response so far as slices (for AddEncoded); empty again afterwards.
+  std::vector<grpc::Slice> TakeSlices();
 
  private:
   void FlushSmall();
@@ -93,6 +103,7 @@ class WatchResponseBuilder {
 grpc::Slice SerializeToSlice(const google::protobuf::MessageLite& message);
 
 class WatchFanout;
+class WatchStreamReactor;
 
 // WatchHub serves Informer.Watch: per informer it registers ONE
 // non-blocking event handler (a WatchFanout) that fans every event out to
@@ -208,10 +219,14 @@ class WatchHub {
   void EnsureTicker();
   void WakeTicker();
   void TickLoop();
-  // A stream gathering events (batch_window) asks to be kicked at `at`.
-  // Takes only flush_mu_ (a leaf), so streams call it under their lock.
-  void RequestFlush(absl::Time at) ABSL_LOCKS_EXCLUDED(flush_mu_);
-  // Kicks every stream when the earliest requested flush is due.
+  // A stream gathering events (batch_window) asks to be flushed at `due`
+  // (or earlier, with the other waiting streams). Takes only flush_mu_ (a
+  // leaf), so streams call it under their lock.
+  void Defer(WatchStreamReactor* stream, absl::Time due)
+      ABSL_LOCKS_EXCLUDED(flush_mu_);
+  // A finished stream leaves the flush set (before it may be deleted).
+  void Undefer(WatchStreamReactor* stream) ABSL_LOCKS_EXCLUDED(flush_mu_);
+  // Flushes every waiting stream once the earliest requested flush is due.
   void FlushLoop();
   // Waits on the clock for `d` or until the hub stops; true if stopping.
   bool SleepUnlessStopping(absl::Duration d);
@@ -220,6 +235,8 @@ class WatchHub {
   void NoteCoalesced(uint64_t n);
   void NoteExhausted();
   void NotePending(size_t n);
+  // Whether the batching window applies now (see WatchOptions).
+  bool Batching(absl::Time now);
   void NoteStreams(int delta);
   void NoteWaiting(int delta);
 
@@ -248,8 +265,16 @@ class WatchHub {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time next_resync_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t peak_pending_ ABSL_GUARDED_BY(mu_) = 0;
-  Counters counters_ ABSL_GUARDED_BY(mu_);
+  // Updated per queued event / per write by every stream: atomics, not mu_.
+  std::atomic<size_t> peak_pending_{0};
+  std::array<std::atomic<uint64_t>, 8> events_out_{};
+  std::atomic<uint64_t> coalesced_{0};
+  std::atomic<uint64_t> exhausted_{0};
+  // Events queued for streams, and the rate estimate built from it.
+  std::atomic<uint64_t> queued_{0};
+  std::atomic<int64_t> rate_since_ns_{0};
+  std::atomic<uint64_t> rate_base_{0};
+  std::atomic<bool> busy_{false};
   int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_streams_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread ticker_;
@@ -258,6 +283,8 @@ class WatchHub {
   // Batching (options_.batch_window > 0): a leaf lock.
   mutable absl::Mutex flush_mu_;
   absl::Time flush_due_ ABSL_GUARDED_BY(flush_mu_) = absl::InfiniteFuture();
+  // Streams waiting for their window to end (alive: see OnDone).
+  absl::flat_hash_set<WatchStreamReactor*> deferred_ ABSL_GUARDED_BY(flush_mu_);
   bool flush_stop_ ABSL_GUARDED_BY(flush_mu_) = false;
   std::thread flusher_;
 };
