@@ -124,6 +124,9 @@ grpc::ByteBuffer WatchResponseBuilder::Finish() {
   FlushSmall();
   grpc::ByteBuffer out(slices_.data(), slices_.size());
   slices_.clear();
+  // Kept for reuse unless a large response (an initial state) grew them.
+  if (slices_.capacity() > 1024) std::vector<grpc::Slice>().swap(slices_);
+  if (small_.capacity() > 4096) std::string().swap(small_);
   events_ = 0;
   return out;
 }
@@ -338,6 +341,9 @@ class FanoutEvent {
   mutable absl::Status status_[4];
 };
 using EventPtr = std::shared_ptr<const FanoutEvent>;
+
+// Queue capacity a stream keeps between writes (see MaybeWriteLocked).
+constexpr size_t kKeepPending = 256;
 
 // Ends a call at once with an error.
 class ErrorReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -831,8 +837,9 @@ class WatchStreamReactor final
     response_ = builder.Finish();
     pending_.clear();
     // An initial state or a burst may have grown the queue far beyond what
-    // steady traffic needs: give that memory back.
-    if (pending_.capacity() > 4 * hub_->options_.max_queue) {
+    // steady traffic needs (a few dozen events per write): give that memory
+    // back, so thousands of idle streams do not each keep a large buffer.
+    if (pending_.capacity() > kKeepPending) {
       std::vector<Pending>().swap(pending_);
     }
     marker_end_ = 0;
