@@ -164,12 +164,28 @@ absl::Status DeltaFIFO::Replace(const std::vector<ObjectPtr>& list,
       emit_delta_type_replaced_ ? DeltaType::kReplaced : DeltaType::kSync;
 
   absl::MutexLock lock(&mu_);
+  std::vector<std::string> known_keys;
+  if (known_objects_ != nullptr) known_keys = known_objects_->ListKeys();
+  items_.reserve(items_.size() + list.size());
+  if (queue_.empty() && known_keys.empty()) {
+    // Nothing queued and nothing known (an initial list): no key can have
+    // vanished, so the set of listed keys is not needed. Every key in
+    // items_ now is a listed one.
+    for (const ObjectPtr& obj : list) {
+      QueueActionLocked(obj->Key(), Delta{action, obj});
+    }
+    if (!populated_) {
+      populated_ = true;
+      initial_population_count_ = items_.size();
+    }
+    return absl::OkStatus();
+  }
   absl::flat_hash_set<std::string> listed;
   listed.reserve(list.size());
   for (const ObjectPtr& obj : list) {
-    std::string key = obj->Key();
+    const std::string& key = obj->Key();
     listed.insert(key);
-    QueueActionLocked(std::move(key), Delta{action, obj});
+    QueueActionLocked(key, Delta{action, obj});
   }
 
   size_t queued_deletions = 0;
@@ -190,7 +206,7 @@ absl::Status DeltaFIFO::Replace(const std::vector<ObjectPtr>& list,
   }
 
   if (known_objects_ != nullptr) {
-    for (std::string& key : known_objects_->ListKeys()) {
+    for (std::string& key : known_keys) {
       if (listed.contains(key) || items_.contains(key)) continue;
       ObjectPtr last = known_objects_->GetByKey(key);
       if (last == nullptr) {

@@ -393,6 +393,27 @@ TEST(DeltaFIFOTest, HasSyncedOnlyAfterTheFirstReplaceIsPoppedEntirely) {
   EXPECT_FALSE(c.is_in_initial_list);
 }
 
+TEST(DeltaFIFOTest, InitialReplaceWithDuplicateKeysOwesOnePopPerKey) {
+  // The initial-list path (nothing queued, nothing known) keeps no set of
+  // listed keys; a key listed twice must still count once.
+  FakeKnownObjects known;
+  DeltaFIFO fifo(WithKnown(&known));
+  ASSERT_TRUE(
+      fifo.Replace({Obj("a", "1"), Obj("b", "1"), Obj("a", "2")}, "9").ok());
+  EXPECT_EQ(fifo.Len(), 2u);
+  EXPECT_THAT(PopOne(fifo).deltas,
+              ElementsAre("Replaced:ns/a@1", "Replaced:ns/a@2"));
+  EXPECT_FALSE(fifo.HasSynced());
+  EXPECT_THAT(PopOne(fifo).deltas, ElementsAre("Replaced:ns/b@1"));
+  EXPECT_TRUE(fifo.HasSynced());
+  // A relist after that takes the full path: vanished keys get tombstones.
+  known.Set(Obj("a", "2"));
+  known.Set(Obj("b", "1"));
+  ASSERT_TRUE(fifo.Replace({Obj("b", "3")}, "10").ok());
+  EXPECT_THAT(PopOne(fifo).deltas, ElementsAre("Replaced:ns/b@3"));
+  EXPECT_THAT(PopOne(fifo).deltas, ElementsAre("Deleted?:ns/a@2"));
+}
+
 TEST(DeltaFIFOTest, HasSyncedCountsPopsNotEventsDuringTheInitialList) {
   DeltaFIFO fifo({});
   ASSERT_TRUE(fifo.Replace({Obj("a", "1"), Obj("b", "1")}, "10").ok());

@@ -223,8 +223,8 @@ std::vector<std::string> Object::FieldValues(absl::string_view path) const {
 size_t Object::MemoryUsage() const {
   size_t n = sizeof(Object);
   n += StringHeap(json_) + StringHeap(api_version_) + StringHeap(kind_) +
-       StringHeap(ns_) + StringHeap(name_) + StringHeap(uid_) +
-       StringHeap(resource_version_) + StringHeap(deletion_timestamp_);
+       StringHeap(key_) + StringHeap(uid_) + StringHeap(resource_version_) +
+       StringHeap(deletion_timestamp_);
   n += PairsHeap(labels_) + PairsHeap(annotations_);
   n += owner_references_.capacity() * sizeof(OwnerReference);
   for (const OwnerReference& r : owner_references_) {
@@ -233,8 +233,6 @@ size_t Object::MemoryUsage() const {
   }
   return n;
 }
-
-std::string Object::Key() const { return MetaNamespaceKey(ns_, name_); }
 
 ObjectBuilder::ObjectBuilder() : obj_(new Object()) {}
 
@@ -251,11 +249,11 @@ ObjectBuilder& ObjectBuilder::SetKind(absl::string_view v) {
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetNamespace(absl::string_view v) {
-  obj_->ns_ = std::string(v);
+  ns_ = std::string(v);
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetName(absl::string_view v) {
-  obj_->name_ = std::string(v);
+  name_ = std::string(v);
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetUid(absl::string_view v) {
@@ -292,6 +290,8 @@ ObjectBuilder& ObjectBuilder::AddOwnerReference(OwnerReference ref) {
 ObjectPtr ObjectBuilder::Build() {
   std::unique_ptr<Object> obj = std::move(obj_);
   obj_.reset(new Object());
+  obj->key_ = MetaNamespaceKey(ns_, name_);
+  obj->ns_size_ = ns_.size();
   SortUnique(&obj->labels_);
   SortUnique(&obj->annotations_);
   obj->labels_.shrink_to_fit();
@@ -310,9 +310,9 @@ ObjectPtr ObjectBuilder::Build() {
     if (!first) out.push_back(',');
     out.append("\"metadata\":{");
     bool m = true;
-    AppendStringMember("name", obj->name_, &m, &out);
-    if (!obj->ns_.empty()) {
-      AppendStringMember("namespace", obj->ns_, &m, &out);
+    AppendStringMember("name", name_, &m, &out);
+    if (!ns_.empty()) {
+      AppendStringMember("namespace", ns_, &m, &out);
     }
     if (!obj->uid_.empty()) AppendStringMember("uid", obj->uid_, &m, &out);
     if (!obj->resource_version_.empty()) {
@@ -348,6 +348,8 @@ ObjectPtr ObjectBuilder::Build() {
     out.append("}}");
     out.shrink_to_fit();
   }
+  ns_.clear();
+  name_.clear();
   return ObjectPtr(obj.release());
 }
 

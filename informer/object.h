@@ -60,8 +60,13 @@ class Object {
 
   absl::string_view api_version() const { return api_version_; }
   absl::string_view kind() const { return kind_; }
-  absl::string_view namespace_() const { return ns_; }
-  absl::string_view name() const { return name_; }
+  absl::string_view namespace_() const {
+    return absl::string_view(key_.data(), ns_size_);
+  }
+  absl::string_view name() const {
+    return ns_size_ == 0 ? absl::string_view(key_)
+                         : absl::string_view(key_).substr(ns_size_ + 1);
+  }
   absl::string_view uid() const { return uid_; }
   absl::string_view resource_version() const { return resource_version_; }
   int64_t generation() const { return generation_; }
@@ -93,7 +98,8 @@ class Object {
   size_t MemoryUsage() const;
 
   // The cache key: "namespace/name", or "name" for cluster-scoped objects.
-  std::string Key() const;
+  // Built once with the object: every queue, store and index asks for it.
+  const std::string& Key() const { return key_; }
 
  private:
   Object() = default;
@@ -102,8 +108,10 @@ class Object {
   std::string json_;
   std::string api_version_;
   std::string kind_;
-  std::string ns_;  // not namespace_: that is the accessor's name
-  std::string name_;
+  // MetaNamespaceKey(namespace, name); the namespace is its first ns_size_
+  // bytes, the name follows the '/' (the whole key when ns_size_ is 0).
+  std::string key_;
+  size_t ns_size_ = 0;
   std::string uid_;
   std::string resource_version_;
   std::string deletion_timestamp_;
@@ -135,6 +143,8 @@ class ObjectBuilder {
 
  private:
   std::unique_ptr<Object> obj_;
+  std::string ns_;
+  std::string name_;
 };
 
 // Key function (client-go's MetaNamespaceKeyFunc) and its inverse.

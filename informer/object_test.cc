@@ -460,5 +460,26 @@ TEST(KeyTest, SplitMetaNamespaceKeyInvertsAndRejectsBadKeys) {
   }
 }
 
+TEST(ObjectBuilderTest, KeyNameAndNamespaceComeFromOneKeyBuiltOnce) {
+  ObjectBuilder b;
+  ObjectPtr namespaced = b.SetNamespace("ns").SetName("web-1").Build();
+  EXPECT_EQ(namespaced->Key(), "ns/web-1");
+  EXPECT_EQ(namespaced->namespace_(), "ns");
+  EXPECT_EQ(namespaced->name(), "web-1");
+  // The same reference every time: no string is built per call.
+  EXPECT_EQ(&namespaced->Key(), &namespaced->Key());
+  // A reused builder starts empty: cluster-scoped, even with a '/' in the
+  // name, keeps the whole key as its name.
+  ObjectPtr cluster = b.SetName("a/b").Build();
+  EXPECT_EQ(cluster->Key(), "a/b");
+  EXPECT_EQ(cluster->namespace_(), "");
+  EXPECT_EQ(cluster->name(), "a/b");
+  EXPECT_EQ(cluster->json(), R"({"metadata":{"name":"a/b"}})");
+  // Set twice: the last value wins.
+  ObjectPtr twice =
+      b.SetName("x").SetNamespace("n1").SetNamespace("n2").Build();
+  EXPECT_EQ(twice->Key(), "n2/x");
+}
+
 }  // namespace
 }  // namespace informer

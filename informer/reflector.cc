@@ -109,6 +109,13 @@ Reflector::State Reflector::DoList() {
       }
       return BackOff() ? State::kList : State::kStopped;
     }
+    if (items.empty() && page->remaining_item_count > 0) {
+      // The first page says how many follow: one allocation for the list
+      // (bounded, the count is the server's word).
+      items.reserve(page->items.size() +
+                    static_cast<size_t>(std::min<int64_t>(
+                        page->remaining_item_count, int64_t{1} << 22)));
+    }
     for (ObjectPtr& obj : page->items) {
       if (options_.transform) {
         absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -60,8 +61,17 @@ ABSL_FLAG(int, get_objects, 100000,
 ABSL_FLAG(absl::Duration, get_duration, absl::Seconds(5),
           "How long each Get/ByIndex measurement runs.");
 ABSL_FLAG(bool, quiet, true, "Hide the sidecar's and emulator's logs.");
+ABSL_FLAG(bool, timeline, false,
+          "Also print latency percentiles per 500 ms of write time (to "
+          "stderr).");
+ABSL_FLAG(bool, per_stream, false,
+          "Also print each stream's latency percentiles (to stderr).");
 ABSL_FLAG(std::string, sidecar_flags, "",
           "Extra flags for informer_sidecar, space separated.");
+ABSL_FLAG(std::string, sidecar_env, "",
+          "Extra environment for informer_sidecar (NAME=value, space "
+          "separated), e.g. GLIBC_TUNABLES= to run it with glibc's malloc "
+          "defaults.");
 
 namespace {
 
@@ -138,6 +148,7 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
           continue;
         }
         latencies_us_.push_back(static_cast<int32_t>((now - sent) / 1000));
+        sent_ms_.push_back(static_cast<int32_t>(sent / 1000000));
       }
     }
     // Each message is parsed into a fresh arena: a subscriber that keeps
@@ -178,6 +189,10 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
   std::vector<int32_t> TakeLatencies() {
     absl::MutexLock lock(&mu_);
     return std::move(latencies_us_);
+  }
+  std::vector<int32_t> TakeSentMs() {
+    absl::MutexLock lock(&mu_);
+    return std::move(sent_ms_);
   }
   // Messages and events received while recording.
   std::pair<int64_t, int64_t> Counts() {
@@ -221,6 +236,8 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
   std::string fence_ ABSL_GUARDED_BY(mu_);
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> latencies_us_ ABSL_GUARDED_BY(mu_);
+  // When each measured event was written (CLOCK_MONOTONIC ms).
+  std::vector<int32_t> sent_ms_ ABSL_GUARDED_BY(mu_);
 };
 
 double Percentile(std::vector<int32_t>& v, double p) {
@@ -296,12 +313,41 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
   const double emu_cpu = CpuSeconds(emu.pid()) - emu0;
   std::vector<int32_t> all;
   int64_t messages = 0, events = 0;
-  for (auto& s : subs) {
+  const bool per_stream = absl::GetFlag(FLAGS_per_stream);
+  // Per 500 ms of write time (--timeline): latencies of the events written
+  // then, to tell a steady tail from one stall.
+  std::map<int32_t, std::vector<int32_t>> timeline;
+  for (size_t i = 0; i < subs.size(); ++i) {
+    auto& s = subs[i];
     std::vector<int32_t> l = s->TakeLatencies();
+    if (absl::GetFlag(FLAGS_timeline)) {
+      const std::vector<int32_t> sent = s->TakeSentMs();
+      for (size_t k = 0; k < sent.size() && k < l.size(); ++k) {
+        timeline[sent[k] / 500].push_back(l[k]);
+      }
+    }
+    if (per_stream) {
+      std::vector<int32_t> copy = l;
+      const auto [m, e] = s->Counts();
+      std::fprintf(stderr,
+                   "stream %zu: %zu events, p50 %.2f ms, p99 %.2f ms, %.1f "
+                   "events/message\n",
+                   i, copy.size(), Percentile(copy, 0.5),
+                   Percentile(copy, 0.99),
+                   m > 0 ? static_cast<double>(e) / m : 0.0);
+    }
     all.insert(all.end(), l.begin(), l.end());
     const auto [m, e] = s->Counts();
     messages += m;
     events += e;
+  }
+  if (!timeline.empty()) {
+    const int32_t first = timeline.begin()->first;
+    for (auto& [slot, lat] : timeline) {
+      std::fprintf(stderr, "t=%.1fs: %zu events, p50 %.2f ms, p99 %.2f ms\n",
+                   (slot - first) * 0.5, lat.size(), Percentile(lat, 0.5),
+                   Percentile(lat, 0.99));
+    }
   }
   int64_t updates = 0;
   {
@@ -376,6 +422,11 @@ std::vector<std::string> SidecarFlags(const std::string& kubeconfig,
   return flags;
 }
 
+std::vector<std::string> SidecarEnv() {
+  return absl::StrSplit(absl::GetFlag(FLAGS_sidecar_env), ' ',
+                        absl::SkipEmpty());
+}
+
 int Main(const char* argv0) {
   absl::StatusOr<std::string> emu_bin =
       integration::FindRunfile("server/emulator/kube_emulator", argv0);
@@ -418,6 +469,7 @@ int Main(const char* argv0) {
     auto kubeconfig = integration::WriteKubeconfig(dir, (*emu)->url());
     integration::SidecarProcess::Options options;
     options.flags = SidecarFlags(*kubeconfig, "bench", dir);
+    options.env = SidecarEnv();
     options.quiet = absl::GetFlag(FLAGS_quiet);
     auto sidecar =
         integration::SidecarProcess::Start(*sidecar_bin, std::move(options));
@@ -447,6 +499,7 @@ int Main(const char* argv0) {
     auto kubeconfig = integration::WriteKubeconfig(dir, (*emu)->url());
     integration::SidecarProcess::Options options;
     options.flags = SidecarFlags(*kubeconfig, "big", dir);
+    options.env = SidecarEnv();
     options.quiet = absl::GetFlag(FLAGS_quiet);
     options.start_timeout = absl::Minutes(5);
     auto sidecar =

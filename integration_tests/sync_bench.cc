@@ -17,6 +17,10 @@
 //   transport  our HttpTransport GET of the same unpaged list, no decode
 //   curl       `curl -s -o /dev/null` of the same list (resourceVersion=0,
 //              unpaged) from the same server; ratio = sync / curl
+//   memory     (one line per size) what a fresh process takes to allocate
+//              and fill as many bytes as the cache holds, in object-sized
+//              pieces, on one thread: the first-touch cost of the cache's
+//              memory, which a sync cannot avoid and curl never pays
 // The yardsticks (issue 4): client-go holds ~29-36 KiB per cached Pod (aim
 // for < 1/5), and the sync should be within 1.2x of curl.
 //
@@ -33,6 +37,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -51,6 +56,7 @@
 #include "informer/object.h"
 #include "informer/shared_informer.h"
 #include "integration_tests/emulator_process.h"
+#include "server/malloc_tuning.h"
 
 ABSL_FLAG(std::vector<std::string>, sizes,
           std::vector<std::string>({"10000", "100000"}), "Pod counts to sync.");
@@ -63,6 +69,9 @@ ABSL_FLAG(bool, child, false, "internal: run one sync and print results");
 ABSL_FLAG(bool, child_get, false,
           "internal: time one HttpTransport GET of the unpaged list (no "
           "decode) and print its nanoseconds");
+ABSL_FLAG(int64_t, child_touch, 0,
+          "internal: allocate and fill this many bytes in --expect pieces "
+          "on a new thread and print the nanoseconds");
 ABSL_FLAG(std::string, server, "", "internal: API server URL");
 ABSL_FLAG(int64_t, page_size, 500, "internal: reflector page size");
 ABSL_FLAG(int64_t, expect, 0, "internal: expected object count");
@@ -157,11 +166,33 @@ int RunChildGet() {
   return 0;
 }
 
+// The memory floor: fresh heap memory for the cache's bytes, allocated in
+// object-sized pieces and written once, on a thread other than main (as
+// the reflector's decoding is).
+int RunChildTouch() {
+  const int64_t total = absl::GetFlag(FLAGS_child_touch);
+  const int64_t pieces = std::max<int64_t>(1, absl::GetFlag(FLAGS_expect));
+  const size_t piece = static_cast<size_t>(total / pieces);
+  int64_t ns = 0;
+  std::vector<std::string> kept;
+  std::thread t([&] {
+    const std::string src(piece, 'x');
+    kept.reserve(static_cast<size_t>(pieces));
+    const absl::Time start = absl::Now();
+    for (int64_t i = 0; i < pieces; ++i) kept.emplace_back(src);
+    ns = absl::ToInt64Nanoseconds(absl::Now() - start);
+  });
+  t.join();
+  std::printf("%lld\n", static_cast<long long>(ns));
+  return kept.size() == static_cast<size_t>(pieces) ? 0 : 1;
+}
+
 struct ChildResult {
   double sync_s = 0;
   double rss_per_obj = 0;
   double peak_rss = 0;
   double accounted_per_obj = 0;
+  double accounted_bytes = 0;
 };
 
 // Runs `cmd` and returns its stdout.
@@ -200,6 +231,7 @@ absl::StatusOr<ChildResult> RunOne(const std::string& self,
   r.rss_per_obj = static_cast<double>(v[2] - v[1]) / v[4];
   r.peak_rss = static_cast<double>(v[3]);
   r.accounted_per_obj = static_cast<double>(v[5]) / v[4];
+  r.accounted_bytes = static_cast<double>(v[5]);
   return r;
 }
 
@@ -279,6 +311,7 @@ int RunParent(const std::string& self, const std::string& argv0) {
         Median(curls, [](const CurlResult& c) { return c.seconds; });
     const double bytes =
         Median(curls, [](const CurlResult& c) { return c.bytes; });
+    double cache_bytes = 0;
     for (const std::string& page_s : absl::GetFlag(FLAGS_page_sizes)) {
       int64_t page = 0;
       if (!absl::SimpleAtoi(page_s, &page)) return 1;
@@ -293,6 +326,7 @@ int RunParent(const std::string& self, const std::string& argv0) {
       }
       const double sync_s =
           Median(results, [](const ChildResult& r) { return r.sync_s; });
+      cache_bytes = results.front().accounted_bytes;
       std::string each;
       for (const ChildResult& r : results) {
         absl::StrAppend(&each, each.empty() ? "" : " ",
@@ -320,6 +354,27 @@ int RunParent(const std::string& self, const std::string& argv0) {
         get_s / curl_s);
     for (const CurlResult& c : curls) std::printf(" %.3f", c.seconds);
     std::printf("\n");
+    if (cache_bytes > 0) {
+      std::vector<double> touches;
+      for (int i = 0; i < runs; ++i) {
+        absl::StatusOr<std::string> out = Capture(absl::StrCat(
+            self, " --child_touch=", static_cast<int64_t>(cache_bytes),
+            " --expect=", size, " 2>/dev/null"));
+        double ns = 0;
+        if (!out.ok() ||
+            !absl::SimpleAtod(absl::StripAsciiWhitespace(*out), &ns)) {
+          LOG(ERROR) << "memory floor run failed";
+          return 1;
+        }
+        touches.push_back(ns / 1e9);
+      }
+      const double touch_s = Median(touches, [](double x) { return x; });
+      std::printf(
+          "%8lld memory floor: allocating and filling the cache's %.0f MB in "
+          "%.0f-byte pieces in a fresh process: %.3f s (%.2fx curl)\n",
+          static_cast<long long>(size), cache_bytes / 1e6, cache_bytes / size,
+          touch_s, touch_s / curl_s);
+    }
     std::fflush(stdout);
   }
   return 0;
@@ -328,10 +383,15 @@ int RunParent(const std::string& self, const std::string& argv0) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The informer runs with the sidecar's malloc settings (inherited by the
+  // children; GLIBC_TUNABLES= on the command line measures glibc's
+  // defaults instead).
+  server::ReexecWithMallocTunables(argv);
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   if (absl::GetFlag(FLAGS_child)) return RunChild();
   if (absl::GetFlag(FLAGS_child_get)) return RunChildGet();
+  if (absl::GetFlag(FLAGS_child_touch) > 0) return RunChildTouch();
   // /proc/self/exe: the child is exactly this binary, wherever bazel put it.
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);

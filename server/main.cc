@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -28,10 +28,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "informer/client/kube_client.h"
@@ -44,6 +44,7 @@
 #include "server/grpc_metrics_interceptor.h"
 #include "server/http_server.h"
 #include "server/informer_registry.h"
+#include "server/malloc_tuning.h"
 #include "server/resource_resolver.h"
 #include "server/sidecar_config.h"
 #include "server/sidecar_metrics.h"
@@ -339,7 +340,8 @@ int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 // metrics, from the operations flags, into `options`. Errors name the flag.
 absl::Status SetUpLimits(server::metrics::Registry* metrics,
                          server::SidecarServer::Options* options) {
-  const absl::Duration keepalive_time = absl::GetFlag(FLAGS_grpc_keepalive_time);
+  const absl::Duration keepalive_time =
+      absl::GetFlag(FLAGS_grpc_keepalive_time);
   const absl::Duration keepalive_timeout =
       absl::GetFlag(FLAGS_grpc_keepalive_timeout);
   const absl::Duration min_ping = absl::GetFlag(FLAGS_grpc_min_ping_interval);
@@ -383,9 +385,9 @@ absl::Status SetUpLimits(server::metrics::Registry* metrics,
   if (!interceptor.ok()) return interceptor.status();
   // The builder hook is a copyable std::function; the factory moves into
   // the builder the one time it runs.
-  auto factory = std::make_shared<
-      std::unique_ptr<server::GrpcMetricsInterceptorFactory>>(
-      *std::move(interceptor));
+  auto factory =
+      std::make_shared<std::unique_ptr<server::GrpcMetricsInterceptorFactory>>(
+          *std::move(interceptor));
   options->configure.push_back([=](grpc::ServerBuilder& builder) {
     // Server pings find dead clients (a killed process whose kernel did not
     // reset the connection, a vanished node); their streams then end.
@@ -435,9 +437,9 @@ absl::Status WritePortsFile(const std::string& path, int grpc_port,
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "--ports_file: cannot rename ", tmp, " to ", path, ": ",
-        std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat("--ports_file: cannot rename ",
+                                               tmp, " to ", path, ": ",
+                                               std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -457,8 +459,8 @@ void WaitForSignals(sigset_t signals, absl::Notification* shutdown,
   shutdown->Notify();
   const absl::Time until = absl::Now() + deadline;
   while (true) {
-    const timespec ts = absl::ToTimespec(
-        std::max(until - absl::Now(), absl::ZeroDuration()));
+    const timespec ts =
+        absl::ToTimespec(std::max(until - absl::Now(), absl::ZeroDuration()));
     siginfo_t info;
     const int second = sigtimedwait(&signals, &info, &ts);
     if (second > 0) {
@@ -624,9 +626,8 @@ int Run() {
     return 1;
   }
   std::unique_ptr<server::Authorizer> authorizer;
-  if (absl::Status st =
-          SetUpSecurity(configs, registry_options.allow_unlisted, listen,
-                        &sidecar_options, &authorizer);
+  if (absl::Status st = SetUpSecurity(configs, registry_options.allow_unlisted,
+                                      listen, &sidecar_options, &authorizer);
       !st.ok()) {
     LOG(ERROR) << "informer_sidecar: " << st.message();
     return 1;
@@ -688,8 +689,7 @@ int Run() {
             << ((*sidecar)->port() > 0
                     ? " (port " + std::to_string((*sidecar)->port()) + ")"
                     : "");
-  (*ops)->Attach(registry->get(),
-                 &(*sidecar)->informer_service().watch_hub());
+  (*ops)->Attach(registry->get(), &(*sidecar)->informer_service().watch_hub());
   if (const std::string ports_file = absl::GetFlag(FLAGS_ports_file);
       !ports_file.empty()) {
     if (absl::Status st = WritePortsFile(ports_file, (*sidecar)->port(),
@@ -715,7 +715,8 @@ int Run() {
     }
   } else if (print_events != "false" && print_events != "auto") {
     LOG(ERROR) << "informer_sidecar: --print_events must be true, false or "
-                  "auto, not \"" << print_events << "\"";
+                  "auto, not \""
+               << print_events << "\"";
     return 1;
   }
   if (absl::Status st = (*registry)->Start(); !st.ok()) {
@@ -743,9 +744,9 @@ int Run() {
   // at once.
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
   absl::Notification shutdown;
-  std::thread(WaitForSignals, signals, &shutdown,
-              grace + absl::GetFlag(FLAGS_event_flush_timeout) +
-                  absl::Seconds(10))
+  std::thread(
+      WaitForSignals, signals, &shutdown,
+      grace + absl::GetFlag(FLAGS_event_flush_timeout) + absl::Seconds(10))
       .detach();
   shutdown.WaitForNotification();
   if (http != nullptr) http->SetShuttingDown();
@@ -782,6 +783,8 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything else (no thread may exist yet): see malloc_tuning.h.
+  server::ReexecWithMallocTunables(argv);
   informer::InitProgram(argc, argv, kUsage);
   // Debian's Abseil is built with Mutex deadlock detection on: it records
   // every lock acquisition order in a global graph, a few percent of the

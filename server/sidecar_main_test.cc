@@ -12,10 +12,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 
@@ -51,6 +54,13 @@ class SidecarProcess {
     }
   }
   bool spawned() const { return spawned_; }
+  // The process's initial environment block as its current image got it
+  // (/proc/PID/environ: NUL-separated; exec replaces it).
+  std::string RawEnvironment() const {
+    std::ifstream f(absl::StrCat("/proc/", pid_, "/environ"));
+    return std::string((std::istreambuf_iterator<char>(f)),
+                       std::istreambuf_iterator<char>());
+  }
   // Sends SIGTERM and returns the exit status (-1 if it did not exit
   // normally).
   int Terminate() {
@@ -110,6 +120,7 @@ TEST(SidecarMainTest, DemoModeServesTheDefaultResourcesAndStopsOnSigterm) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string socket_path = absl::StrCat(dir, "/grpc.sock");
   const std::string address = absl::StrCat("unix:", socket_path);
+  unsetenv("GLIBC_TUNABLES");  // the sidecar picks its own (checked below)
   SidecarProcess sidecar({"--demo", "--grpc_listen=" + address});
   ASSERT_TRUE(sidecar.spawned());
 
@@ -117,6 +128,12 @@ TEST(SidecarMainTest, DemoModeServesTheDefaultResourcesAndStopsOnSigterm) {
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   ASSERT_TRUE(channel->WaitForConnected(In(60)));
   ASSERT_TRUE(WaitForServing(channel));
+  // Serving, so past main's first line: it re-executed itself (same pid)
+  // with the malloc tunables, as its environment had no GLIBC_TUNABLES.
+  // (glibc cuts the value in place at each ':' while parsing it, so only
+  // its first tunable reads as part of the variable here.)
+  EXPECT_TRUE(absl::StrContains(sidecar.RawEnvironment(),
+                                "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"));
 
   auto stub = v1::Informer::NewStub(channel);
   grpc::ClientContext ctx;

@@ -180,10 +180,9 @@ absl::StatusOr<ResumeToken> DecodeResumeToken(absl::string_view token) {
 // of streams.
 class SharedObject {
  public:
-  SharedObject(informer::ObjectPtr obj, std::string key)
-      : obj_(std::move(obj)), key_(std::move(key)) {}
+  explicit SharedObject(informer::ObjectPtr obj) : obj_(std::move(obj)) {}
   const informer::Object& object() const { return *obj_; }
-  const std::string& key() const { return key_; }
+  const std::string& key() const { return obj_->Key(); }
 
   // The serialized informer.v1.Object in `encoding`.
   absl::StatusOr<const grpc::Slice*> Encoded(v1::Encoding encoding) const {
@@ -199,7 +198,6 @@ class SharedObject {
 
  private:
   const informer::ObjectPtr obj_;
-  const std::string key_;
   // [0] JSON, [1] Struct; each written once under its once_flag.
   mutable absl::once_flag once_[2];
   mutable grpc::Slice slice_[2];
@@ -674,41 +672,50 @@ class WatchStreamReactor final
   void CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const uint64_t base_seq =
         marker_end_ > 0 ? pending_[marker_end_ - 1].seq : written_seq_;
+    // Per key in order of first appearance. This runs when a stream is
+    // behind, so it must stay cheap: keys are views into the objects' own
+    // key strings (`keeper` holds one alive), never copies.
     struct KeyInfo {
+      SharedPtr keeper;   // owns the key's bytes
       SharedPtr from;     // held before the run
       SharedPtr to;       // held after it
       SharedPtr deleted;  // the last DELETED's object
       bool tombstone = false;
     };
-    std::vector<std::string> order;
-    absl::flat_hash_map<std::string, KeyInfo> info;
+    std::vector<KeyInfo> keys;
+    absl::flat_hash_map<absl::string_view, size_t> index;
+    index.reserve(std::min(pending_.size(), hub_->options_.max_pending_keys));
     for (size_t i = marker_end_; i < pending_.size(); ++i) {
       const Pending& p = pending_[i];
       if (IsMarker(p)) continue;  // bookmark
-      auto [it, inserted] = info.try_emplace(KeyOf(p));
+      const SharedPtr& owner = p.ev != nullptr ? p.ev->obj() : p.obj;
+      auto [it, inserted] = index.try_emplace(owner->key(), keys.size());
       if (inserted) {
-        order.push_back(KeyOf(p));
-        it->second.from = HeldBefore(p);
+        keys.emplace_back();
+        keys.back().keeper = owner;
+        keys.back().from = HeldBefore(p);
       }
-      it->second.to = HeldAfter(p);
+      KeyInfo& k = keys[it->second];
+      k.to = HeldAfter(p);
       if (p.ev != nullptr) {
         if (p.ev->deleted()) {
-          it->second.deleted = p.ev->obj();
-          it->second.tombstone = p.ev->tombstone();
+          k.deleted = p.ev->obj();
+          k.tombstone = p.ev->tombstone();
         } else if (p.ev->replaced()) {
-          it->second.deleted = p.ev->prev();
-          it->second.tombstone = false;
+          k.deleted = p.ev->prev();
+          k.tombstone = false;
         }
       } else if (p.type == v1::EVENT_TYPE_DELETED) {
-        it->second.deleted = p.obj;
-        it->second.tombstone = p.tombstone;
+        k.deleted = p.obj;
+        k.tombstone = p.tombstone;
       }
     }
+    index.clear();  // its views point into keepers, released below
     const size_t before = pending_.size();
+    const size_t distinct = keys.size();
     overflowed_ = true;
     pending_.resize(marker_end_);
-    for (const std::string& key : order) {
-      const KeyInfo& k = info[key];
+    for (const KeyInfo& k : keys) {
       const SharedPtr& from = k.from;
       const SharedPtr& to = k.to;
       if (Same(from, to)) continue;
@@ -737,10 +744,10 @@ class WatchStreamReactor final
             << before << " pending events to " << pending_.size();
     hub_->NoteCoalesced(before > pending_.size() ? before - pending_.size()
                                                  : 0);
-    if (order.size() > hub_->options_.max_pending_keys) {
+    if (distinct > hub_->options_.max_pending_keys) {
       hub_->NoteExhausted();
       EndLocked(absl::ResourceExhaustedError(absl::StrCat(
-          "this stream fell too far behind (", order.size(),
+          "this stream fell too far behind (", distinct,
           " objects pending, the cap is ", hub_->options_.max_pending_keys,
           "); reconnect with the resume_token of the last event processed")));
       return;
@@ -1029,8 +1036,7 @@ class WatchFanout final : public informer::ResourceEventHandler {
 
  private:
   void Dispatch(const informer::ObjectPtr& obj, bool deleted, bool tombstone) {
-    std::string key = obj->Key();
-    auto shared = std::make_shared<const SharedObject>(obj, std::move(key));
+    auto shared = std::make_shared<const SharedObject>(obj);
     {
       absl::MutexLock lock(&mu_);
       auto it = state_.find(shared->key());

@@ -90,6 +90,14 @@ struct ResponseState {
   // Streams: callbacks record activity here (the reader thread only).
   Clock* clock = nullptr;
   absl::Time last_byte;
+  // HttpRequest::body_sink (unary requests), and its first error.
+  const std::function<absl::Status(absl::string_view)>* sink = nullptr;
+  absl::Status sink_status;
+
+  // True when body bytes go to the sink: a 2xx answer with a sink.
+  bool Sinking() const {
+    return sink != nullptr && *sink && status >= 200 && status < 300;
+  }
 };
 
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
@@ -120,7 +128,7 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
         absl::StripAsciiWhitespace(stripped.substr(colon + 1));
     uint64_t length = 0;
     // A bound keeps a hostile Content-Length from reserving gigabytes.
-    if (st->reserve_from_length && name == "content-length" &&
+    if (st->reserve_from_length && !st->Sinking() && name == "content-length" &&
         absl::SimpleAtoi(value, &length) && length <= (uint64_t{1} << 31)) {
       ReserveBody(&st->body, static_cast<size_t>(length));
       st->size_hint = 0;  // the exact size beats a guess
@@ -133,18 +141,32 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
 size_t OnWrite(char* data, size_t size, size_t n, void* user) {
   auto* st = static_cast<ResponseState*>(user);
   const size_t len = size * n;
-  if (st->size_hint > 0 && st->body.capacity() < st->size_hint) {
-    ReserveBody(&st->body, st->size_hint);
-    st->size_hint = 0;
+  if (st->Sinking()) {
+    st->sink_status = (*st->sink)(absl::string_view(data, len));
+    // A short count makes libcurl abort the transfer (CURLE_WRITE_ERROR).
+    if (!st->sink_status.ok()) return 0;
+  } else {
+    if (st->size_hint > 0 && st->body.capacity() < st->size_hint) {
+      ReserveBody(&st->body, st->size_hint);
+      st->size_hint = 0;
+    }
+    ReserveBody(&st->body, st->body.size() + len);
+    st->body.append(data, len);
   }
-  ReserveBody(&st->body, st->body.size() + len);
-  st->body.append(data, len);
   st->bytes += len;
   if (st->total_bytes != nullptr) {
     st->total_bytes->fetch_add(len, std::memory_order_relaxed);
   }
   if (st->clock != nullptr) st->last_byte = st->clock->Now();
   return size * n;
+}
+
+// CURLOPT_XFERINFOFUNCTION for requests with HttpRequest::cancel: a
+// non-zero return aborts the transfer (CURLE_ABORTED_BY_CALLBACK). libcurl
+// calls it often while data flows and about once a second while idle.
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* cancel = static_cast<const std::atomic<bool>*>(user);
+  return cancel->load(std::memory_order_relaxed) ? 1 : 0;
 }
 
 std::string Header(const ResponseState& st, const std::string& name) {
@@ -405,7 +427,8 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   ResponseState st;
   st.reserve_from_length = true;
   st.total_bytes = &bytes_received_;
-  if (req.method == "GET") {
+  st.sink = &req.body_sink;
+  if (req.method == "GET" && !req.body_sink) {
     // A little headroom: pages of a list vary in size.
     const size_t last = last_large_get_bytes_.load(std::memory_order_relaxed);
     st.size_hint = last + last / 8;
@@ -414,6 +437,12 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &st);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnWrite);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
+  if (req.cancel != nullptr) {
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA,
+                     const_cast<std::atomic<bool>*>(req.cancel));
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  }
   CURLcode rc = curl_easy_perform(h);
   long code = 0;
   long new_connections = 0;
@@ -421,7 +450,12 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &new_connections);
   share_->connections += static_cast<int>(new_connections);
   absl::Status failed;
-  if (rc != CURLE_OK) {
+  if (!st.sink_status.ok()) {
+    failed = st.sink_status;
+  } else if (rc == CURLE_ABORTED_BY_CALLBACK && req.cancel != nullptr) {
+    failed = absl::CancelledError(
+        absl::StrCat(req.method, " ", req.path, ": cancelled"));
+  } else if (rc != CURLE_OK) {
     failed = TransferError(h, rc, errbuf, req, server_address_);
   }
   HttpResponse resp;
@@ -432,7 +466,7 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   if (options_.observer) {
     RequestObservation o;
     o.verb = req.method;
-    o.code = failed.ok() ? static_cast<int>(code) : 0;
+    o.code = failed.ok() || !st.sink_status.ok() ? static_cast<int>(code) : 0;
     o.latency = clock_->Now() - start;
     options_.observer(o);
   }
@@ -444,7 +478,7 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
     // Only large bodies teach the hint: small GETs (single objects,
     // discovery) must not make the next list page grow from scratch, and
     // a small last page must not either.
-    if (st.bytes >= kHugePageBodyBytes) {
+    if (st.bytes >= kHugePageBodyBytes && !req.body_sink) {
       last_large_get_bytes_.store(st.bytes, std::memory_order_relaxed);
     }
   }
@@ -470,9 +504,11 @@ absl::StatusOr<HttpResponse> HttpTransport::Do(const HttpRequest& req) {
     auto ra = resp->headers.find("retry-after");
     std::string retry_after = ra == resp->headers.end() ? "" : ra->second;
     absl::optional<absl::Duration> wait = ParseRetryAfter(retry_after);
+    const bool cancelled =
+        req.cancel != nullptr && req.cancel->load(std::memory_order_relaxed);
     if ((resp->status == 429 || resp->status == 503) && wait.has_value() &&
         req.method == "GET" && retries < options_.max_get_retries &&
-        *wait <= options_.max_retry_wait) {
+        *wait <= options_.max_retry_wait && !cancelled) {
       ++retries;
       VLOG(1) << req.method << " " << req.path << ": " << resp->status
               << ", retrying after " << *wait;

@@ -63,6 +63,19 @@ struct HttpRequest {
   std::string accept = "application/json";
   std::string content_type;  // for POST/PATCH bodies
   std::string body;
+  // Optional: a 2xx response's body is handed to body_sink chunk by chunk
+  // as it arrives (on the requesting thread) instead of being collected in
+  // HttpResponse::body, which then stays empty. Lets a list be decoded while
+  // it downloads, with no buffer for the whole body. A non-OK return aborts
+  // the transfer and becomes Do's result. Bodies of other codes (errors,
+  // a 401 retried with fresh credentials) never reach the sink. A transfer
+  // that breaks midway may have fed part of the body: on any error the
+  // sink's data must be discarded. Do only (Stream ignores it).
+  std::function<absl::Status(absl::string_view chunk)> body_sink;
+  // Optional, Do only: once *cancel is true the transfer is abandoned
+  // within about a second, even while waiting for the server, and Do
+  // returns Cancelled. For speculative requests that may become useless.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct HttpResponse {

@@ -162,6 +162,182 @@ TEST(HttpTransportTest, LargeBodiesArriveIntactAndBytesAreCounted) {
   EXPECT_EQ(t->bytes_received(), 6 * big.size());
 }
 
+TEST(HttpTransportTest, BodySinkReceivesA2xxBodyInChunks) {
+  TestServer srv;
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) {
+    big[i] = static_cast<char>('a' + i % 23);
+  }
+  srv.server().Get("/sized",
+                   [&](const httplib::Request&, httplib::Response& res) {
+                     res.set_content(big, "application/json");
+                   });
+  srv.server().Get(
+      "/chunked", [&](const httplib::Request&, httplib::Response& res) {
+        res.set_chunked_content_provider(
+            "application/json", [&](size_t, httplib::DataSink& sink) {
+              for (size_t i = 0; i < big.size(); i += 100003) {
+                sink.write(big.data() + i,
+                           std::min<size_t>(100003, big.size() - i));
+              }
+              sink.done();
+              return true;
+            });
+      });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  for (const char* path : {"/sized", "/chunked"}) {
+    std::string got;
+    int chunks = 0;
+    HttpRequest req;
+    req.path = path;
+    req.body_sink = [&](absl::string_view chunk) {
+      EXPECT_FALSE(chunk.empty());
+      got.append(chunk.data(), chunk.size());
+      ++chunks;
+      return absl::OkStatus();
+    };
+    auto resp = t->Do(req);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_EQ(resp->status, 200);
+    EXPECT_TRUE(resp->body.empty()) << path;
+    EXPECT_EQ(resp->bytes_received, big.size()) << path;
+    EXPECT_TRUE(got == big) << path;
+    EXPECT_GT(chunks, 1) << path;
+  }
+  EXPECT_EQ(t->bytes_received(), 2 * big.size());
+}
+
+TEST(HttpTransportTest, BodySinkErrorAbortsTheTransferAndIsReturned) {
+  TestServer srv;
+  const std::string big(4 << 20, 'x');
+  srv.server().Get("/big",
+                   [&](const httplib::Request&, httplib::Response& res) {
+                     res.set_content(big, "application/json");
+                   });
+  srv.Start();
+  std::vector<int> codes;
+  absl::Mutex mu;
+  RestConfig rc = Config(srv.url());
+  TransportOptions options;
+  options.observer = [&](const RequestObservation& o) {
+    absl::MutexLock lock(&mu);
+    codes.push_back(o.code);
+  };
+  auto t = HttpTransport::Create(
+      rc, std::make_unique<StaticCredentialProvider>(Credentials{}),
+      RealClock(), options);
+  ASSERT_TRUE(t.ok());
+  size_t fed = 0;
+  HttpRequest req;
+  req.path = "/big";
+  req.body_sink = [&](absl::string_view chunk) {
+    fed += chunk.size();
+    return absl::InvalidArgumentError("list: items[3]: malformed JSON");
+  };
+  auto resp = (*t)->Do(req);
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(resp.status().message(), "list: items[3]: malformed JSON");
+  EXPECT_GT(fed, 0u);
+  EXPECT_LT(fed, big.size());  // aborted at the first chunk
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(codes, std::vector<int>({200}));  // the server did answer
+}
+
+TEST(HttpTransportTest, CancelAbandonsARequestTheServerSitsOn) {
+  TestServer srv;
+  absl::Notification arrived, release;
+  srv.server().Get("/slow",
+                   [&](const httplib::Request&, httplib::Response& res) {
+                     arrived.Notify();
+                     release.WaitForNotificationWithTimeout(absl::Seconds(60));
+                     res.set_content("{}", "application/json");
+                   });
+  srv.server().Get("/fast",
+                   [](const httplib::Request&, httplib::Response& res) {
+                     res.set_content("{\"a\":1}", "application/json");
+                   });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    arrived.WaitForNotification();
+    cancel.store(true);
+  });
+  HttpRequest req;
+  req.path = "/slow";
+  req.cancel = &cancel;
+  // Without the cancellation this would wait for `release`, which only
+  // comes after Do returned.
+  auto resp = t->Do(req);
+  canceller.join();
+  release.Notify();
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(std::string(resp.status().message()), HasSubstr("GET /slow"));
+  // An uncancelled request with a cancel flag works as usual.
+  std::atomic<bool> never{false};
+  req.path = "/fast";
+  req.cancel = &never;
+  resp = t->Do(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->body, "{\"a\":1}");
+}
+
+TEST(HttpTransportTest, BodySinkNeverSeesErrorBodies) {
+  TestServer srv;
+  std::atomic<int> calls{0};
+  srv.server().Get("/api", [&](const httplib::Request& req,
+                               httplib::Response& res) {
+    ++calls;
+    if (req.get_header_value("Authorization") != "Bearer good") {
+      res.status = 401;
+      res.set_content(
+          R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401})",
+          "application/json");
+      return;
+    }
+    res.status = calls.load() < 3 ? 404 : 200;
+    res.set_content(
+        calls.load() < 3
+            ? R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods \"x\" not found","reason":"NotFound","code":404})"
+            : "{\"ok\":true}",
+        "application/json");
+  });
+  srv.Start();
+  // First attempt 401 (retried with fresh credentials), then a 404: the
+  // sink sees neither body, and the 404 reads as usual.
+  class RotatingCredentials : public CredentialProvider {
+   public:
+    absl::StatusOr<Credentials> Get() override {
+      return Credentials{invalidated_ ? "good" : "stale", "", ""};
+    }
+    void Invalidate(const Credentials&) override { invalidated_ = true; }
+
+   private:
+    bool invalidated_ = false;
+  };
+  auto t = MakeTransport(Config(srv.url()), RealClock(),
+                         std::make_unique<RotatingCredentials>());
+  std::string sunk;
+  HttpRequest req;
+  req.path = "/api";
+  req.body_sink = [&](absl::string_view chunk) {
+    sunk.append(chunk.data(), chunk.size());
+    return absl::OkStatus();
+  };
+  auto resp = t->Do(req);
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(resp.status().message()), HasSubstr("not found"));
+  EXPECT_EQ(sunk, "");
+  resp = t->Do(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(sunk, "{\"ok\":true}");
+  EXPECT_EQ(calls.load(), 3);
+}
+
 TEST(HttpTransportTest, ErrorsReadLikeKubectl) {
   TestServer srv;
   srv.server().Get(

@@ -1,5 +1,6 @@
 #include "informer/client/resource_client.h"
 
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "informer/client/watch_stream.h"
+#include "informer/streaming_list_decoder.h"
 
 namespace informer {
 namespace client {
@@ -106,14 +108,102 @@ std::string ResourceClient::WatchPath(const WatchOptions& o) const {
   return WithQuery(CollectionPath(), p);
 }
 
+// A page requested ahead of the pager's call for it.
+struct ResourceClient::Prefetch {
+  std::string path;
+  std::atomic<bool> cancel{false};
+  absl::StatusOr<ObjectList> result = absl::UnknownError("not fetched");
+  std::thread thread;
+};
+
+ResourceClient::~ResourceClient() {
+  std::unique_ptr<Prefetch> pending;
+  {
+    absl::MutexLock lock(&prefetch_mu_);
+    closing_ = true;
+    pending = std::move(prefetch_);
+  }
+  if (pending != nullptr) {
+    pending->cancel.store(true);
+    pending->thread.join();
+  }
+}
+
 absl::StatusOr<ObjectList> ResourceClient::List(const ListOptions& options) {
+  std::unique_ptr<Prefetch> ready = TakePrefetch(ListPath(options));
+  if (ready != nullptr) {
+    ready->thread.join();
+    return std::move(ready->result);
+  }
+  return Fetch(options, nullptr);
+}
+
+std::unique_ptr<ResourceClient::Prefetch> ResourceClient::TakePrefetch(
+    const std::string& path) {
+  std::unique_ptr<Prefetch> p;
+  {
+    absl::MutexLock lock(&prefetch_mu_);
+    p = std::move(prefetch_);
+  }
+  if (p == nullptr || p->path == path) return p;
+  // Not what the pager asked for (it restarted, or changed its options).
+  p->cancel.store(true);
+  p->thread.join();
+  return nullptr;
+}
+
+void ResourceClient::StartPrefetch(ListOptions next) {
+  auto p = std::make_unique<Prefetch>();
+  p->path = ListPath(next);
+  Prefetch* const raw = p.get();
+  absl::MutexLock lock(&prefetch_mu_);
+  if (closing_ || prefetch_ != nullptr) return;
+  raw->thread = std::thread([this, raw, next = std::move(next)] {
+    raw->result = Fetch(next, &raw->cancel);
+  });
+  prefetch_ = std::move(p);
+}
+
+absl::StatusOr<ObjectList> ResourceClient::Fetch(
+    const ListOptions& options, const std::atomic<bool>* cancel) {
   HttpRequest req;
   req.path = ListPath(options);
   if (options_.metadata_only) req.accept = kAcceptMetadataList;
+  req.cancel = cancel;
+  // Items are decoded while the body arrives (no buffer for the whole
+  // page, decode overlapped with the server sending the rest).
+  StreamingListDecoder::Options decode;
+  decode.decode_threads = options_.list_decode_threads;
+  if (options_.prefetch_list_pages && options.limit > 0) {
+    decode.on_head = [this, &options, cancel](const ObjectList& head) {
+      if (head.continue_token.empty()) return;
+      if (cancel != nullptr && cancel->load()) return;
+      // What a pager asks for next: the same request with the token, and
+      // without resourceVersion(Match), which the API server rejects
+      // alongside a continue token.
+      ListOptions next = options;
+      next.continue_token = head.continue_token;
+      next.resource_version.clear();
+      next.resource_version_match.clear();
+      StartPrefetch(std::move(next));
+    };
+  }
+  StreamingListDecoder decoder(options_.transform, decode);
+  req.body_sink = [&decoder](absl::string_view chunk) {
+    return decoder.Feed(chunk);
+  };
   absl::StatusOr<HttpResponse> resp = transport_->Do(req);
-  if (!resp.ok()) return resp.status();
+  if (!resp.ok()) {
+    if (decoder.failed()) {
+      // The decoder aborted the transfer: its error says what was wrong.
+      const absl::Status bad = decoder.Finish().status();
+      return absl::Status(bad.code(),
+                          absl::StrCat("GET ", req.path, ": ", bad.message()));
+    }
+    return resp.status();
+  }
   bytes_received_->fetch_add(resp->bytes_received, std::memory_order_relaxed);
-  absl::StatusOr<ObjectList> list = DecodeList(resp->body, options_.transform);
+  absl::StatusOr<ObjectList> list = decoder.Finish();
   if (!list.ok()) {
     return absl::Status(
         list.status().code(),

@@ -18,8 +18,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "informer/client/discovery.h"
 #include "informer/client/http_transport.h"
@@ -47,6 +49,17 @@ struct ResourceClientOptions {
   // and reported (DeadlineExceeded) so the reflector restarts it. A little
   // over twice the API server's one-minute bookmark interval.
   absl::Duration watch_idle_timeout = absl::Seconds(150);
+  // Threads that decode a large list response while it downloads, besides
+  // the listing thread (see StreamingListDecoder). Decoding and building
+  // the objects is most of an initial list's client CPU; 0 decodes inline.
+  int list_decode_threads = 1;
+  // Paged lists: request page N+1 as soon as page N's metadata.continue has
+  // arrived (the API server writes it before the items), so that the next
+  // page is on its way while this one downloads and decodes. The next List
+  // call with exactly those options (the continue token, no
+  // resourceVersion, as a pager sends) takes the prefetched answer, error
+  // included; any other call discards it. At most one page is prefetched.
+  bool prefetch_list_pages = true;
 };
 
 enum class PatchType { kMerge, kStrategicMerge, kJson };
@@ -57,6 +70,8 @@ class ResourceClient final : public ListerWatcher {
   // `ns` empty: all namespaces (or a cluster-scoped resource).
   ResourceClient(HttpTransport* transport, ApiResource resource, std::string ns,
                  ResourceClientOptions options = {});
+  // Cancels and waits for a prefetched page still in flight.
+  ~ResourceClient() override;
 
   absl::StatusOr<ObjectList> List(const ListOptions& options) override;
   absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
@@ -84,6 +99,19 @@ class ResourceClient final : public ListerWatcher {
   uint64_t BytesReceived() const override { return bytes_received(); }
 
  private:
+  struct Prefetch;
+
+  // One list request, decoded while it downloads. `cancel` (may be null)
+  // abandons it.
+  absl::StatusOr<ObjectList> Fetch(const ListOptions& options,
+                                   const std::atomic<bool>* cancel);
+  // Starts fetching `next` in the background unless a prefetch is pending.
+  void StartPrefetch(ListOptions next) ABSL_LOCKS_EXCLUDED(prefetch_mu_);
+  // The pending prefetch if it is for `path`; one for another path is
+  // cancelled and discarded.
+  std::unique_ptr<Prefetch> TakePrefetch(const std::string& path)
+      ABSL_LOCKS_EXCLUDED(prefetch_mu_);
+
   HttpTransport* const transport_;
   const ApiResource resource_;
   const std::string namespace_;
@@ -91,6 +119,10 @@ class ResourceClient final : public ListerWatcher {
   // Shared with watch streams, which may outlive the client.
   const std::shared_ptr<std::atomic<uint64_t>> bytes_received_ =
       std::make_shared<std::atomic<uint64_t>>(0);
+
+  absl::Mutex prefetch_mu_;
+  std::unique_ptr<Prefetch> prefetch_ ABSL_GUARDED_BY(prefetch_mu_);
+  bool closing_ ABSL_GUARDED_BY(prefetch_mu_) = false;
 };
 
 // Percent-encodes a query parameter value.

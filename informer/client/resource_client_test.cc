@@ -1,12 +1,15 @@
 #include "informer/client/resource_client.h"
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "informer/api_error.h"
@@ -110,6 +113,229 @@ TEST_F(ResourceClientTest, ListSendsEveryOptionAndDecodesPage) {
             "labelSelector=app%20in%20%28a%2Cb%29&"
             "fieldSelector=metadata.name%21%3Dx");
   EXPECT_EQ(seen_.accept, "application/json");
+}
+
+// A ConfigMapList of `n` items; item `bad` (if >= 0) has no name.
+std::string BigList(int n, int bad = -1) {
+  std::string body =
+      R"({"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"77"},"items":[)";
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) body += ",";
+    const std::string name =
+        i == bad ? std::string() : absl::StrCat(R"("name":"cm-)", i, R"(",)");
+    absl::StrAppend(
+        &body, R"({"metadata":{)", name,
+        R"("namespace":"demo","resourceVersion":")", i,
+        R"(","managedFields":[{"manager":"m","fieldsV1":{"f:data":{"k:{\"a\":1}":{}}}}]},)",
+        R"("data":{"payload":")", std::string(200 + i % 50, 'x'),
+        R"(","braces":"{[\"}]"}})");
+  }
+  return body + "]}";
+}
+
+TEST_F(ResourceClientTest, LargeListIsDecodedWhileItStreamsIn) {
+  const std::string body = BigList(3000);
+  ServeStream("/api/v1/namespaces/demo/configmaps", body, 7777);
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  auto list = client.List(ListOptions());
+  ASSERT_TRUE(list.ok()) << list.status();
+  auto want = DecodeList(body);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(list->resource_version, "77");
+  ASSERT_EQ(list->items.size(), 3000u);
+  for (size_t i = 0; i < list->items.size(); ++i) {
+    ASSERT_EQ(list->items[i]->json(), want->items[i]->json()) << i;
+    EXPECT_EQ(list->items[i]->Key(), absl::StrCat("demo/cm-", i));
+  }
+  EXPECT_EQ(client.bytes_received(), body.size());
+  // Inline decoding gives the same list.
+  ResourceClientOptions inline_decode;
+  inline_decode.list_decode_threads = 0;
+  ResourceClient inline_client(transport_.get(), ConfigMaps(), "demo",
+                               inline_decode);
+  auto again = inline_client.List(ListOptions());
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->items.size(), 3000u);
+  EXPECT_EQ(again->items[2999]->json(), want->items[2999]->json());
+}
+
+TEST_F(ResourceClientTest, BadItemFailsTheListNamingRequestAndItem) {
+  ServeStream("/api/v1/namespaces/demo/configmaps", BigList(3000, 1234), 7777);
+  StartAndConnect();
+  for (int threads : {0, 1, 2}) {
+    ResourceClientOptions options;
+    options.list_decode_threads = threads;
+    ResourceClient client(transport_.get(), ConfigMaps(), "demo", options);
+    auto list = client.List(ListOptions());
+    ASSERT_FALSE(list.ok()) << threads;
+    EXPECT_EQ(list.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(list.status().message()),
+                HasSubstr("GET /api/v1/namespaces/demo/configmaps: list: "
+                          "items[1234]: missing metadata.name"))
+        << threads;
+  }
+}
+
+// Serves a list of three pages chained by continue tokens "c2" and "c3";
+// page 3 ("c3") answers 410 when `expire_last` is set, and the request for
+// "c2" waits for `release_c2` when `stall_c2` is set.
+class PagedServer {
+ public:
+  explicit PagedServer(httplib::Server& srv) {
+    srv.Get("/api/v1/namespaces/demo/configmaps", [this](
+                                                      const httplib::Request&
+                                                          req,
+                                                      httplib::Response& res) {
+      const std::string token = req.get_param_value("continue");
+      {
+        absl::MutexLock lock(&mu_);
+        ++requests_[token];
+        if (!token.empty() && !req.get_param_value("resourceVersion").empty()) {
+          with_rv_ = true;
+        }
+      }
+      if (token == "c2" && stall_c2) {
+        release_c2.WaitForNotificationWithTimeout(absl::Seconds(60));
+      }
+      if (token == "c3" && expire_last) {
+        res.status = 410;
+        const std::string body = Recorded("list-expired-continue-410.txt");
+        res.set_content(body.substr(0, body.find('\n')), "application/json");
+        return;
+      }
+      const std::string next = token.empty() ? "c2" : token == "c2" ? "c3" : "";
+      const int page = token.empty() ? 1 : token == "c2" ? 2 : 3;
+      std::string body = absl::StrCat(
+          R"({"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9")",
+          next.empty() ? "" : absl::StrCat(R"(,"continue":")", next, "\""),
+          R"(},"items":[)");
+      for (int i = 0; i < 2; ++i) {
+        absl::StrAppend(&body, i > 0 ? "," : "",
+                        R"({"metadata":{"namespace":"demo","name":"p)", page,
+                        "-", i, R"("}})");
+      }
+      res.set_content(body + "]}", "application/json");
+    });
+  }
+
+  int Requests(const std::string& token) {
+    absl::MutexLock lock(&mu_);
+    return requests_[token];
+  }
+  // Waits (bounded) until the server saw a request for `token`.
+  bool AwaitRequest(const std::string& token) {
+    absl::MutexLock lock(&mu_);
+    auto seen = [this, &token]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return requests_[token] > 0;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
+  }
+  bool SawResourceVersionWithContinue() {
+    absl::MutexLock lock(&mu_);
+    return with_rv_;
+  }
+
+  bool stall_c2 = false;
+  bool expire_last = false;
+  absl::Notification release_c2;
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, int> requests_ ABSL_GUARDED_BY(mu_);
+  bool with_rv_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+ListOptions Page(const std::string& token) {
+  ListOptions o;
+  o.limit = 2;
+  if (token.empty()) {
+    o.resource_version = "0";  // the first page, as a reflector asks
+  } else {
+    o.continue_token = token;
+  }
+  return o;
+}
+
+TEST_F(ResourceClientTest, PagerGetsEachNextPagePrefetchedOnce) {
+  PagedServer pages(srv_.server());
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  auto p1 = client.List(Page(""));
+  ASSERT_TRUE(p1.ok()) << p1.status();
+  EXPECT_EQ(p1->continue_token, "c2");
+  // Page 2 is requested without being asked for.
+  ASSERT_TRUE(pages.AwaitRequest("c2"));
+  auto p2 = client.List(Page("c2"));
+  ASSERT_TRUE(p2.ok()) << p2.status();
+  ASSERT_EQ(p2->items.size(), 2u);
+  EXPECT_EQ(p2->items[1]->Key(), "demo/p2-1");
+  EXPECT_EQ(p2->continue_token, "c3");
+  auto p3 = client.List(Page("c3"));
+  ASSERT_TRUE(p3.ok()) << p3.status();
+  EXPECT_EQ(p3->items[0]->Key(), "demo/p3-0");
+  EXPECT_EQ(p3->continue_token, "");
+  // Each page was requested exactly once, never with a resourceVersion
+  // next to the continue token.
+  EXPECT_EQ(pages.Requests(""), 1);
+  EXPECT_EQ(pages.Requests("c2"), 1);
+  EXPECT_EQ(pages.Requests("c3"), 1);
+  EXPECT_FALSE(pages.SawResourceVersionWithContinue());
+}
+
+TEST_F(ResourceClientTest, PrefetchedErrorIsReturnedAsIs) {
+  PagedServer pages(srv_.server());
+  pages.expire_last = true;
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  ASSERT_TRUE(client.List(Page("")).ok());
+  ASSERT_TRUE(client.List(Page("c2")).ok());
+  auto p3 = client.List(Page("c3"));
+  EXPECT_TRUE(IsExpired(p3.status())) << p3.status();
+  EXPECT_EQ(pages.Requests("c3"), 1);
+}
+
+TEST_F(ResourceClientTest, OtherRequestDiscardsThePrefetchedPage) {
+  PagedServer pages(srv_.server());
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  ASSERT_TRUE(client.List(Page("")).ok());
+  // The pager restarts (a relist) instead of asking for "c2".
+  auto again = client.List(Page(""));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->items[0]->Key(), "demo/p1-0");
+  EXPECT_EQ(pages.Requests(""), 2);
+  // Asking for page 2 now still works (prefetched again or fetched).
+  auto p2 = client.List(Page("c2"));
+  ASSERT_TRUE(p2.ok()) << p2.status();
+  EXPECT_EQ(p2->items[0]->Key(), "demo/p2-0");
+}
+
+TEST_F(ResourceClientTest, DestroyingTheClientCancelsAStalledPrefetch) {
+  PagedServer pages(srv_.server());
+  pages.stall_c2 = true;
+  StartAndConnect();
+  {
+    ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+    ASSERT_TRUE(client.List(Page("")).ok());
+    ASSERT_TRUE(pages.AwaitRequest("c2"));
+    // The server holds "c2" until after the client is gone: without the
+    // cancellation, this destructor would wait for it forever.
+  }
+  pages.release_c2.Notify();
+}
+
+TEST_F(ResourceClientTest, NoPrefetchWhenDisabled) {
+  PagedServer pages(srv_.server());
+  StartAndConnect();
+  ResourceClientOptions options;
+  options.prefetch_list_pages = false;
+  {
+    ResourceClient client(transport_.get(), ConfigMaps(), "demo", options);
+    ASSERT_TRUE(client.List(Page("")).ok());
+  }
+  // The client is gone, so nothing can request page 2 any more.
+  EXPECT_EQ(pages.Requests("c2"), 0);
 }
 
 TEST(ResourceClientPathTest, OptionSelectorsApplyUnlessTheRequestSetsItsOwn) {
