@@ -383,20 +383,11 @@ absl::StatusOr<ObjectPtr> BuildObject(element value, absl::string_view compact,
 
 namespace {
 
-// Byte classes for skipping containers: one table load per byte instead of
-// five compares.
-enum : unsigned char { kOther = 0, kQuote = 1, kOpen = 2, kClose = 3 };
-struct ByteClasses {
-  unsigned char c[256] = {};
-  constexpr ByteClasses() {
-    c[static_cast<unsigned char>('"')] = kQuote;
-    c[static_cast<unsigned char>('{')] = kOpen;
-    c[static_cast<unsigned char>('[')] = kOpen;
-    c[static_cast<unsigned char>('}')] = kClose;
-    c[static_cast<unsigned char>(']')] = kClose;
-  }
-};
-constexpr ByteClasses kClasses;
+using json_internal::kByteClasses;
+using json_internal::kClose;
+using json_internal::kOpen;
+using json_internal::kOther;
+using json_internal::kQuote;
 
 inline const char* SkipWhitespace(const char* p, const char* end) {
   while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) {
@@ -414,7 +405,7 @@ const char* SkipValue(const char* p, const char* end) {
   if (c == '{' || c == '[') {
     int depth = 0;
     while (p < end) {
-      switch (kClasses.c[static_cast<unsigned char>(*p)]) {
+      switch (kByteClasses.c[static_cast<unsigned char>(*p)]) {
         case kOther:
           ++p;
           break;

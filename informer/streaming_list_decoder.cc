@@ -18,20 +18,11 @@
 namespace informer {
 namespace {
 
-// Byte classes for the item scanner outside strings: one table load per
-// byte instead of five compares.
-enum : unsigned char { kOther = 0, kQuote = 1, kOpen = 2, kClose = 3 };
-struct ByteClasses {
-  unsigned char c[256] = {};
-  constexpr ByteClasses() {
-    c[static_cast<unsigned char>('"')] = kQuote;
-    c[static_cast<unsigned char>('{')] = kOpen;
-    c[static_cast<unsigned char>('[')] = kOpen;
-    c[static_cast<unsigned char>('}')] = kClose;
-    c[static_cast<unsigned char>(']')] = kClose;
-  }
-};
-constexpr ByteClasses kClasses;
+using json_internal::kByteClasses;
+using json_internal::kClose;
+using json_internal::kOpen;
+using json_internal::kOther;
+using json_internal::kQuote;
 
 inline bool IsSpace(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -289,7 +280,7 @@ const char* ListItemSplitter::ScanItem(const char* p, const char* end) {
       }
       continue;
     }
-    const unsigned char cls = kClasses.c[static_cast<unsigned char>(*p)];
+    const unsigned char cls = kByteClasses.c[static_cast<unsigned char>(*p)];
     ++p;
     if (cls == kQuote) {
       in_string = true;
