@@ -144,6 +144,12 @@ std::unique_ptr<ResourceClient::Prefetch> ResourceClient::TakePrefetch(
   {
     absl::MutexLock lock(&prefetch_mu_);
     p = std::move(prefetch_);
+    std::unique_ptr<ListOptions> next = std::move(next_prefetch_);
+    // The page after the one taken goes out now, while the pager waits
+    // for (or decodes) this one.
+    if (p != nullptr && p->path == path && next != nullptr) {
+      StartPrefetchLocked(std::move(*next));
+    }
   }
   if (p == nullptr || p->path == path) return p;
   // Not what the pager asked for (it restarted, or changed its options).
@@ -153,11 +159,21 @@ std::unique_ptr<ResourceClient::Prefetch> ResourceClient::TakePrefetch(
 }
 
 void ResourceClient::StartPrefetch(ListOptions next) {
+  absl::MutexLock lock(&prefetch_mu_);
+  if (closing_) return;
+  if (prefetch_ != nullptr) {
+    // Called by prefetch_'s own head: its successor waits for the pager.
+    next_prefetch_ = std::make_unique<ListOptions>(std::move(next));
+    return;
+  }
+  StartPrefetchLocked(std::move(next));
+}
+
+void ResourceClient::StartPrefetchLocked(ListOptions next) {
+  if (closing_) return;
   auto p = std::make_unique<Prefetch>();
   p->path = ListPath(next);
   Prefetch* const raw = p.get();
-  absl::MutexLock lock(&prefetch_mu_);
-  if (closing_ || prefetch_ != nullptr) return;
   raw->thread = std::thread([this, raw, next = std::move(next)] {
     raw->result = Fetch(next, &raw->cancel);
   });

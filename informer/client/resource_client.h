@@ -105,8 +105,12 @@ class ResourceClient final : public ListerWatcher {
   // abandons it.
   absl::StatusOr<ObjectList> Fetch(const ListOptions& options,
                                    const std::atomic<bool>* cancel);
-  // Starts fetching `next` in the background unless a prefetch is pending.
+  // Starts fetching `next` in the background. While a prefetch is pending
+  // (its own head named `next`), `next` waits until the pager takes that
+  // one, so every page is prefetched while at most one runs ahead.
   void StartPrefetch(ListOptions next) ABSL_LOCKS_EXCLUDED(prefetch_mu_);
+  void StartPrefetchLocked(ListOptions next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(prefetch_mu_);
   // The pending prefetch if it is for `path`; one for another path is
   // cancelled and discarded.
   std::unique_ptr<Prefetch> TakePrefetch(const std::string& path)
@@ -122,6 +126,8 @@ class ResourceClient final : public ListerWatcher {
 
   absl::Mutex prefetch_mu_;
   std::unique_ptr<Prefetch> prefetch_ ABSL_GUARDED_BY(prefetch_mu_);
+  // The page after prefetch_, to start when the pager takes prefetch_.
+  std::unique_ptr<ListOptions> next_prefetch_ ABSL_GUARDED_BY(prefetch_mu_);
   bool closing_ ABSL_GUARDED_BY(prefetch_mu_) = false;
 };
 

@@ -94,7 +94,12 @@ TEST_F(ResourceClientTest, ListSendsEveryOptionAndDecodesPage) {
                         "application/json");
       });
   StartAndConnect();
-  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  // This test reads the one request List sent: no prefetch of the next
+  // page (the recorded page has a continue token), which would be recorded
+  // after it.
+  ResourceClientOptions options;
+  options.prefetch_list_pages = false;
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo", options);
   ListOptions o;
   o.limit = 2;
   o.continue_token = "tok=en";
@@ -281,6 +286,26 @@ TEST_F(ResourceClientTest, PagerGetsEachNextPagePrefetchedOnce) {
   EXPECT_EQ(pages.Requests("c2"), 1);
   EXPECT_EQ(pages.Requests("c3"), 1);
   EXPECT_FALSE(pages.SawResourceVersionWithContinue());
+}
+
+// Every page is prefetched, not every other one: the page after a
+// prefetched one goes out when the pager takes the prefetched one (or
+// earlier), before the pager asks for it.
+TEST_F(ResourceClientTest, EveryNextPageIsRequestedBeforeThePagerAsks) {
+  PagedServer pages(srv_.server());
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  ASSERT_TRUE(client.List(Page("")).ok());
+  ASSERT_TRUE(pages.AwaitRequest("c2"));
+  auto p2 = client.List(Page("c2"));
+  ASSERT_TRUE(p2.ok()) << p2.status();
+  EXPECT_TRUE(pages.AwaitRequest("c3"))
+      << "page 3 was not requested ahead of the pager";
+  auto p3 = client.List(Page("c3"));
+  ASSERT_TRUE(p3.ok()) << p3.status();
+  EXPECT_EQ(p3->items[1]->Key(), "demo/p3-1");
+  EXPECT_EQ(pages.Requests("c2"), 1);
+  EXPECT_EQ(pages.Requests("c3"), 1);
 }
 
 TEST_F(ResourceClientTest, PrefetchedErrorIsReturnedAsIs) {
