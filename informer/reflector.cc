@@ -219,6 +219,19 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
     end = stream->Next(&ev);
     if (!end.ok()) break;
     ++events;
+    // Counted on receipt, before the store sees the event: whatever a
+    // consumer observes downstream (a handler, a Watch stream) has already
+    // been counted, so the metrics never lag what clients were sent.
+    {
+      absl::MutexLock lock(&mu_);
+      switch (ev.type) {
+        case WatchEventType::kAdded: ++counters_.events_added; break;
+        case WatchEventType::kModified: ++counters_.events_modified; break;
+        case WatchEventType::kDeleted: ++counters_.events_deleted; break;
+        case WatchEventType::kBookmark: ++counters_.bookmarks; break;
+        case WatchEventType::kError: break;
+      }
+    }
     absl::Status applied;
     switch (ev.type) {
       case WatchEventType::kAdded:
@@ -280,13 +293,6 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
     }
     {
       absl::MutexLock lock(&mu_);
-      switch (ev.type) {
-        case WatchEventType::kAdded: ++counters_.events_added; break;
-        case WatchEventType::kModified: ++counters_.events_modified; break;
-        case WatchEventType::kDeleted: ++counters_.events_deleted; break;
-        case WatchEventType::kBookmark: ++counters_.bookmarks; break;
-        case WatchEventType::kError: break;
-      }
       // During a streamed initial state the RV is not a resume point until
       // the end bookmark has been applied.
       if (!initial && !ev.resource_version.empty()) {

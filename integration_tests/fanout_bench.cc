@@ -3,8 +3,9 @@
 // sidecar's CPU; then Get and ByIndex latency and throughput over gRPC on a
 // large cache.
 //
-//   bazel run -c opt //integration_tests:fanout_bench -- \
+//   bazel run -c opt //integration_tests:fanout_bench --
 //       --scenarios=1000x1,1000x10,1000x100,10000x1,10000x10,2500x100
+//   (one command line)
 //
 // Three processes share the machine: the API server emulator (the writer:
 // /_emulator/load stamps each ConfigMap with its CLOCK_MONOTONIC write time),
