@@ -1,5 +1,7 @@
 """Python client of the informer sidecar.
 
+- :class:`InformerClient`: queries of the sidecar's cache (get, list,
+  by_index, index_values, resources), a round trip each.
 - :class:`RemoteInformer`: a local mirror of one resource kept up to date by
   the sidecar's Watch stream, with handlers, indexes and automatic resume.
 - :class:`Worker`, :func:`create_queue`, ...: workers of the sidecar's remote
@@ -10,12 +12,14 @@ Every call takes ``target`` (``"host:port"`` or ``"unix:/path"``) or an
 existing ``channel`` (a ``grpc.Channel`` the caller owns).
 """
 
+from informer_sidecar.client import InformerClient
 from informer_sidecar.events import object_reference, record_event
 from informer_sidecar.informer import RemoteInformer, object_key
 from informer_sidecar.workqueue import (Worker, add_after, create_queue,
                                         delete_queue, forget, queue_stats)
 
 __all__ = [
+    "InformerClient",
     "RemoteInformer",
     "Worker",
     "add_after",

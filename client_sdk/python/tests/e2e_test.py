@@ -23,8 +23,9 @@ import unittest
 import grpc
 
 import informer_sidecar
-from informer_sidecar import (RemoteInformer, Worker, create_queue,
-                              object_key, queue_stats, record_event)
+from informer_sidecar import (InformerClient, RemoteInformer, Worker,
+                              create_queue, object_key, queue_stats,
+                              record_event)
 from informer_sidecar._grpc import (events_pb2, events_pb2_grpc,
                                     informer_pb2, informer_pb2_grpc)
 from informer_sidecar.demo import DemoSidecar
@@ -208,6 +209,76 @@ class SharedSidecarTest(unittest.TestCase):
             self.assertFalse(informer.has_synced())
             self.assertEqual(informer.last_error.code(),
                              grpc.StatusCode.NOT_FOUND)
+
+    def test_query_client(self):
+        # ConfigMaps: the demo churn changes their data, never their keys.
+        with InformerClient(self.target, timeout=TIMEOUT) as client:
+            resources = {r["resource"]: r for r in client.resources()}
+            self.assertIn("configmaps", resources, resources)
+            cms = resources["configmaps"]
+            self.assertTrue(cms["synced"])
+            self.assertGreater(cms["object_count"], 1)
+            self.assertIsInstance(cms["object_count"], int)
+            self.assertIn("namespace", cms["indexes"])
+
+            everything = client.list("configmaps")
+            keys = [object_key(o) for o in everything]
+            self.assertEqual(keys, sorted(keys))
+            self.assertEqual(set(keys), set(list_keys(self.target,
+                                                      "configmaps")))
+            self.assertEqual(len(keys), cms["object_count"])
+            # One object per page: the same snapshot, page after page.
+            paged = [object_key(o)
+                     for o in client.iter_list("configmaps", page_size=1)]
+            self.assertEqual(paged, keys)
+
+            first = everything[0]
+            ns = first["metadata"].get("namespace", "")
+            got = client.get("configmaps", ns, first["metadata"]["name"])
+            self.assertEqual(object_key(got), keys[0])
+            self.assertIsNone(client.get("configmaps", ns, "no-such-name"))
+
+            in_ns = client.list("configmaps", namespace=ns)
+            self.assertTrue(in_ns)
+            self.assertEqual(
+                sorted(object_key(o) for o in client.by_index(
+                    "configmaps", "namespace", ns)),
+                [object_key(o) for o in in_ns])
+            self.assertIn(ns, client.index_values("configmaps", "namespace"))
+
+            # Label selectors and the owner index, on Pods.
+            web = client.list("pods", label_selector="app=app-1")
+            self.assertTrue(web)
+            for obj in web:
+                self.assertEqual(obj["metadata"]["labels"]["app"], "app-1")
+            owned = [o for o in web if o["metadata"].get("ownerReferences")]
+            self.assertTrue(owned)
+            owner = owned[0]["metadata"]["ownerReferences"][0]["uid"]
+            self.assertIn(owner, client.index_values("pods", "ownerUid"))
+            children = client.by_index("pods", "ownerUid", owner)
+            self.assertTrue(children)
+            for obj in children:
+                self.assertIn(owner, [r["uid"] for r in
+                                      obj["metadata"]["ownerReferences"]])
+
+            # Errors carry the sidecar's code and message.
+            with self.assertRaises(grpc.RpcError) as err:
+                client.get("nosuchthings", "", "x")
+            self.assertEqual(err.exception.code(), grpc.StatusCode.NOT_FOUND)
+            self.assertIn("unknown resource", err.exception.details())
+            with self.assertRaises(grpc.RpcError) as err:
+                client.list("pods", label_selector="app in (")
+            self.assertEqual(err.exception.code(),
+                             grpc.StatusCode.INVALID_ARGUMENT)
+            with self.assertRaises(grpc.RpcError) as err:
+                client.by_index("pods", "no-such-index", "x")
+            self.assertEqual(err.exception.code(),
+                             grpc.StatusCode.INVALID_ARGUMENT)
+            with self.assertRaises(ValueError):
+                client.get("pods", "demo", "")
+        # A closed client's channel refuses further calls.
+        with self.assertRaises(ValueError):
+            client.list("configmaps")
 
     def test_worker_forgets_successes_and_retries_failures(self):
         name = "e2e-worker"
