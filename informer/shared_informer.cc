@@ -171,6 +171,11 @@ absl::Status SharedIndexInformer::Start() {
   return absl::OkStatus();
 }
 
+bool SharedIndexInformer::IsStopped() const {
+  absl::MutexLock lock(&sync_mu_);
+  return stopped_;
+}
+
 void SharedIndexInformer::Stop() {
   {
     absl::MutexLock lock(&sync_mu_);

@@ -128,6 +128,9 @@ class SharedIndexInformer {
   bool HasSynced() const;
   // Waits (on the informer's clock) until synced, stopped or `timeout`.
   bool WaitForSync(absl::Duration timeout) const;
+  // True once Stop() was called (an informer stopped before it synced never
+  // will).
+  bool IsStopped() const;
 
   const Indexer& GetIndexer() const { return indexer_; }
   std::string LastSyncResourceVersion() const;

@@ -93,6 +93,20 @@ TEST(SharedInformerTest, HasSyncedTrueForEmptyList) {
   EXPECT_TRUE(informer.HasSynced());
 }
 
+// An informer stopped before it could sync: WaitForSync returns false at
+// once (the stop, not a timeout) and IsStopped says why.
+TEST(SharedInformerTest, StoppedBeforeSyncNeverSyncs) {
+  FakeSource source;
+  source.FailLists(1000, absl::PermissionDeniedError("403 forbidden"));
+  SharedIndexInformer informer(&source, Opts());
+  EXPECT_FALSE(informer.IsStopped());
+  ASSERT_TRUE(informer.Start().ok());
+  informer.Stop();
+  EXPECT_TRUE(informer.IsStopped());
+  EXPECT_FALSE(informer.WaitForSync(absl::Hours(1)));
+  EXPECT_FALSE(informer.HasSynced());
+}
+
 TEST(SharedInformerTest, LateHandlerFirstReceivesCachedObjectsAsInitialAdds) {
   FakeSource source;
   ASSERT_TRUE(source.Add("ns", "a").ok());
@@ -377,7 +391,9 @@ TEST(SharedInformerTest, ConcurrentReadersWhileEventsFlow) {
   }
   for (int i = 0; i < 200; ++i) {
     ASSERT_TRUE(source.Add("ns", absl::StrCat("p", i)).ok());
-    if (i % 3 == 0) ASSERT_TRUE(source.Delete("ns", absl::StrCat("p", i)).ok());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(source.Delete("ns", absl::StrCat("p", i)).ok());
+    }
   }
   rec.WaitFor(200 + 67);
   done = true;

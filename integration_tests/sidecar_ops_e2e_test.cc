@@ -397,6 +397,79 @@ TEST_F(OpsE2eTest, ReadyzFollowsInformerSync) {
   EXPECT_EQ(sidecar_->Terminate(SIGTERM), 0);
 }
 
+// The API server forbids the sidecar to list a resource (RBAC without
+// list): a Watch on it ends at once with the reason instead of waiting in
+// silence, a Get names the last error, and once the API server allows the
+// list the same Watch works.
+TEST_F(OpsE2eTest, WatchOnAResourceTheApiServerForbidsEndsWithTheReason) {
+  absl::StatusOr<std::string> emulator_bin =
+      FindRunfile("server/emulator/kube_emulator");
+  ASSERT_TRUE(emulator_bin.ok()) << emulator_bin.status();
+  absl::StatusOr<std::unique_ptr<EmulatorProcess>> emulator =
+      EmulatorProcess::Start(*emulator_bin, {"--demo"}, /*quiet=*/true);
+  ASSERT_TRUE(emulator.ok()) << emulator.status();
+  httplib::Client control("127.0.0.1", (*emulator)->port());
+  httplib::Result armed = control.Post(
+      "/_emulator/fail?verb=list&resource=services&code=403&count=-1", "",
+      "text/plain");
+  ASSERT_TRUE(armed);
+  ASSERT_EQ(armed->status, 200);
+  absl::StatusOr<std::string> kubeconfig =
+      WriteKubeconfig(dir_, (*emulator)->url());
+  ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
+  StartSidecar({"--kubeconfig=" + *kubeconfig, "--resources=pods,services"},
+               "pods");
+  std::unique_ptr<v1::Informer::Stub> stub = v1::Informer::NewStub(channel_);
+  v1::WatchRequest watch;
+  watch.set_resource("services");
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(60));
+    std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+        stub->Watch(&ctx, watch);
+    v1::WatchResponse resp;
+    EXPECT_FALSE(reader->Read(&resp)) << resp.DebugString();
+    const grpc::Status st = reader->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << st.error_message();
+    EXPECT_THAT(st.error_message(),
+                HasSubstr("the informer of \"services\" cannot sync: 403 "
+                          "GET /api/v1/services"));
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::GetRequest get;
+    get.set_resource("services");
+    get.set_namespace_("demo");
+    get.set_name("web");
+    v1::GetResponse resp;
+    const grpc::Status st = stub->Get(&ctx, get, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(st.error_message(), HasSubstr("(last error: 403 GET"));
+  }
+
+  httplib::Result cleared =
+      control.Post("/_emulator/clear_faults", "", "text/plain");
+  ASSERT_TRUE(cleared);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::seconds(60));
+  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+      stub->Watch(&ctx, watch);
+  bool initial_done = false;
+  v1::WatchResponse resp;
+  while (!initial_done && reader->Read(&resp)) {
+    for (const v1::Event& e : resp.events()) {
+      initial_done |= e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE;
+    }
+  }
+  EXPECT_TRUE(initial_done) << reader->Finish().error_message();
+  ctx.TryCancel();
+  reader->Finish();
+  EXPECT_EQ(sidecar_->Terminate(SIGTERM), 0);
+}
+
 // Under the demo cluster's churn the informer and Watch counters grow, and
 // gRPC calls are counted by method; nothing in /metrics is object data.
 TEST_F(OpsE2eTest, MetricsGrowUnderChurn) {

@@ -199,6 +199,22 @@ void InformerRegistry::Release(Slot* slot) {
   slot->last_used = options_.clock->Now();
 }
 
+absl::Status PersistentSyncError(const InformerEntry& entry) {
+  if (entry.informer == nullptr || entry.informer->HasSynced()) {
+    return absl::OkStatus();
+  }
+  absl::Status last = entry.informer->LastError();
+  switch (last.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kNotFound:
+      return last;
+    default:
+      return absl::OkStatus();
+  }
+}
+
 absl::Status InformerRegistry::UnknownResource(absl::string_view name,
                                                absl::string_view why) const {
   std::string msg = absl::StrCat("unknown resource \"", name, "\"");

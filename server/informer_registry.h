@@ -72,6 +72,16 @@ struct InformerEntry {
   std::atomic<int> streams{0};
 };
 
+// Why `entry`'s informer has not synced, when the API server is refusing
+// it in a way retrying will not fix: the informer's last error is a 400,
+// 401, 403 or 404 (a field selector the resource does not support, bad or
+// expired credentials, RBAC without list/watch, a resource that no longer
+// exists). OK when the informer has synced, has had no error, or only
+// transient ones (5xx, 429, timeouts, refused connections), which the
+// reflector's back-off rides out. The informer keeps retrying either way:
+// someone may fix RBAC or the configuration.
+absl::Status PersistentSyncError(const InformerEntry& entry);
+
 // A handle on an entry that keeps it alive and, for a lazy informer, in
 // use: the registry stops no informer while a handle on it exists. Copies
 // share the lease; the lease ends when the last copy goes.

@@ -116,10 +116,13 @@ absl::StatusOr<InformerRef> InformerService::Lookup(
   absl::StatusOr<InformerRef> entry = registry_->Find(resource);
   if (!entry.ok()) return entry.status();
   if (!allow_stale && !(*entry)->informer->HasSynced()) {
+    // The API server's last answer, when there was an error, says whether
+    // waiting helps (a 503) or someone must act (a 403: RBAC).
+    const absl::Status last = (*entry)->informer->LastError();
     return absl::UnavailableError(absl::StrCat(
-        "the informer of \"", resource,
-        "\" has not synced yet; retry, or set allow_stale to read the "
-        "partial cache"));
+        "the informer of \"", resource, "\" has not synced yet",
+        last.ok() ? "" : absl::StrCat(" (last error: ", last.message(), ")"),
+        "; retry, or set allow_stale to read the partial cache"));
   }
   return entry;
 }

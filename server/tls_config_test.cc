@@ -93,7 +93,9 @@ class TlsConfigTest : public ::testing::Test {
                      std::chrono::seconds(10));
     v1::ListResourcesResponse resp;
     grpc::Status st = stub->ListResources(&ctx, {}, &resp);
-    if (st.ok()) EXPECT_EQ(resp.resources_size(), 1);
+    if (st.ok()) {
+      EXPECT_EQ(resp.resources_size(), 1);
+    }
     return st;
   }
 

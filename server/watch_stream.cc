@@ -963,6 +963,10 @@ class WatchFanout final : public informer::ResourceEventHandler {
     // markers' resourceVersion is thus a lower bound of the snapshot's.
     const std::string rv = entry_->informer->LastSyncResourceVersion();
     const bool synced = entry_->informer->HasSynced();
+    // A stream that waits is told of the informer's sync failures from
+    // now on only (see WaitForSyncThenAttach).
+    const int64_t errors =
+        synced ? 0 : entry_->informer->GetReflectorCounters().errors;
     absl::MutexLock lock(&mu_);
     if (shut_down_) {
       stream->End(absl::UnavailableError(kShuttingDownMessage));
@@ -976,7 +980,7 @@ class WatchFanout final : public informer::ResourceEventHandler {
       AttachLocked(stream, rv);
       return;
     }
-    waiting_.insert(stream);
+    waiting_.emplace(stream, errors);
     hub_->NoteWaiting(1);
     if (!waiter_started_) {
       waiter_started_ = true;
@@ -1029,7 +1033,7 @@ class WatchFanout final : public informer::ResourceEventHandler {
     for (WatchStreamReactor* s : streams_) {
       s->End(absl::UnavailableError(kShuttingDownMessage));
     }
-    for (WatchStreamReactor* s : waiting_) {
+    for (const auto& [s, errors] : waiting_) {
       s->End(absl::UnavailableError(kShuttingDownMessage));
     }
   }
@@ -1120,14 +1124,38 @@ class WatchFanout final : public informer::ResourceEventHandler {
   }
 
   void WaitForSyncThenAttach() {
-    // WaitForSync returns early when the informer stops; the bounded waits
-    // let this thread notice the hub stopping.
+    // The bounded waits (on the informer's clock) let this thread notice
+    // the hub stopping and the API server refusing the informer.
     while (!entry_->informer->WaitForSync(absl::Seconds(1))) {
-      if (hub_->SleepUnlessStopping(absl::Milliseconds(100))) return;
+      if (hub_->Stopping()) return;
+      // Never a silently hung Watch: when the API server refuses the
+      // informer for good (RBAC, credentials, a resource gone), the streams
+      // that saw it fail since they began waiting end with the reason; they
+      // may come back later, while the informer keeps retrying. A stream
+      // that began waiting after the failure waits for the next attempt,
+      // which may succeed (someone fixed RBAC) or tell it a fresh reason.
+      const absl::Status refused = PersistentSyncError(*entry_);
+      if (!refused.ok()) {
+        const int64_t errors = entry_->informer->GetReflectorCounters().errors;
+        absl::MutexLock lock(&mu_);
+        for (const auto& [s, errors_at_open] : waiting_) {
+          if (errors <= errors_at_open) continue;
+          s->End(absl::UnavailableError(absl::StrCat(
+              "the informer of \"", entry_->config.resource,
+              "\" cannot sync: ", refused.message(),
+              "; the sidecar keeps retrying, retry the Watch later")));
+        }
+      }
+      // A stopped informer never syncs, and WaitForSync returns at once:
+      // pace the loop until the hub stops too.
+      if (entry_->informer->IsStopped() &&
+          hub_->SleepUnlessStopping(absl::Milliseconds(100))) {
+        return;
+      }
     }
     const std::string rv = entry_->informer->LastSyncResourceVersion();
     absl::MutexLock lock(&mu_);
-    for (WatchStreamReactor* s : waiting_) {
+    for (const auto& [s, errors] : waiting_) {
       hub_->NoteWaiting(-1);
       AttachLocked(s, rv);
     }
@@ -1156,7 +1184,10 @@ class WatchFanout final : public informer::ResourceEventHandler {
   std::deque<EventPtr> history_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<WatchStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
   // Streams opened before the informer synced.
-  absl::flat_hash_set<WatchStreamReactor*> waiting_ ABSL_GUARDED_BY(mu_);
+  // Streams waiting for the sync, with the informer's error count when each
+  // began waiting.
+  absl::flat_hash_map<WatchStreamReactor*, int64_t> waiting_
+      ABSL_GUARDED_BY(mu_);
   bool waiter_started_ ABSL_GUARDED_BY(mu_) = false;
   // The waiter saw the sync and attached the streams waiting then.
   bool waiter_done_ ABSL_GUARDED_BY(mu_) = false;
@@ -1427,6 +1458,11 @@ void WatchHub::TickLoop() {
     absl::MutexLock lock(&mu_);
     next_resync_ = next;
   }
+}
+
+bool WatchHub::Stopping() {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
 }
 
 bool WatchHub::SleepUnlessStopping(absl::Duration d) {

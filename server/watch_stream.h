@@ -230,6 +230,8 @@ class WatchHub {
   void FlushLoop();
   // Waits on the clock for `d` or until the hub stops; true if stopping.
   bool SleepUnlessStopping(absl::Duration d);
+  // True once Shutdown started (no wait).
+  bool Stopping();
   void NoteEvent();
   void NoteWritten(const std::array<uint64_t, 8>& by_type);
   void NoteCoalesced(uint64_t n);

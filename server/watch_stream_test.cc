@@ -1,6 +1,7 @@
 #include "server/watch_stream.h"
 
 #include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -30,6 +31,7 @@ namespace {
 
 namespace v1 = ::informer::v1;
 using Labels = informer::FakeSource::Labels;
+using ::testing::HasSubstr;
 
 // Replays a stream's events into the client's view of the objects.
 struct ClientState {
@@ -979,6 +981,55 @@ TEST_F(WatchStreamTest, WatchBeforeSyncWaitsThenSendsTheInitialState) {
   EXPECT_EQ(state.objects.size(), 3u);
   service_->watch_hub().WaitForWaitingStreams(0);
   service_->watch_hub().WaitForOpenStreams(1);
+}
+
+// An informer the API server refuses for good (here RBAC: 403) never
+// syncs. A Watch waiting on it ends with the reason instead of hanging, and
+// unary queries name the last error, while the informer keeps retrying.
+TEST_F(WatchStreamTest, WatchOnAnInformerTheApiServerRefusesEndsWithTheReason) {
+  Start({}, /*start_informers=*/false);
+  source_->FailLists(
+      1000, absl::PermissionDeniedError(
+                "403 GET /api/v1/pods: Error from server (Forbidden): pods is "
+                "forbidden: User \"system:serviceaccount:demo:app\" cannot "
+                "list resource \"pods\""));
+  ASSERT_TRUE(registry_->Start().ok());
+  auto call = Open(Pods());
+  const grpc::Status st = Finish(call.get());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("the informer of \"pods\" cannot sync: 403 GET "
+                        "/api/v1/pods: Error from server (Forbidden)"));
+  EXPECT_THAT(st.error_message(), HasSubstr("retry the Watch later"));
+  service_->watch_hub().WaitForWaitingStreams(0);
+  EXPECT_FALSE(entry_->informer->HasSynced());
+
+  grpc::ClientContext ctx;
+  v1::GetRequest get;
+  get.set_resource("pods");
+  get.set_namespace_("default");
+  get.set_name("a");
+  v1::GetResponse resp;
+  const grpc::Status got = stub_->Get(&ctx, get, &resp);
+  EXPECT_EQ(got.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(got.error_message(),
+              HasSubstr("has not synced yet (last error: 403 GET"));
+}
+
+// A transient error (the API server's 503) does not end a waiting Watch:
+// the reflector's back-off rides it out and the stream then gets the
+// initial state as usual.
+TEST_F(WatchStreamTest, WatchWaitsThroughTransientSyncErrors) {
+  Start({}, /*start_informers=*/false);
+  source_->FailLists(
+      1, absl::UnavailableError("503 GET /api/v1/pods: Error from server "
+                                "(ServiceUnavailable): try again"));
+  ASSERT_TRUE(registry_->Start().ok());
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  EXPECT_EQ(state.objects, SourceState());
+  EXPECT_FALSE(entry_->informer->LastError().ok());
 }
 
 TEST_F(WatchStreamTest, ShutdownEndsStreamsWithUnavailableAndTheirToken) {
