@@ -333,9 +333,43 @@ class OpsE2eTest : public ::testing::Test {
     http_port_ = ports->http;
   }
 
+  // Starts a demo emulator whose lists of `resource` fail with HTTP `code`
+  // until faults are cleared (ClearFaults), and writes a kubeconfig for it
+  // into kubeconfig_.
+  void StartEmulatorFailingLists(const std::string& resource, int code) {
+    absl::StatusOr<std::string> emulator_bin =
+        FindRunfile("server/emulator/kube_emulator");
+    ASSERT_TRUE(emulator_bin.ok()) << emulator_bin.status();
+    absl::StatusOr<std::unique_ptr<EmulatorProcess>> emulator =
+        EmulatorProcess::Start(*emulator_bin, {"--demo"}, /*quiet=*/true);
+    ASSERT_TRUE(emulator.ok()) << emulator.status();
+    emulator_ = *std::move(emulator);
+    httplib::Client control("127.0.0.1", emulator_->port());
+    httplib::Result armed =
+        control.Post(absl::StrCat("/_emulator/fail?verb=list&resource=",
+                                  resource, "&code=", code, "&count=-1"),
+                     "", "text/plain");
+    ASSERT_TRUE(armed);
+    ASSERT_EQ(armed->status, 200);
+    absl::StatusOr<std::string> kubeconfig =
+        WriteKubeconfig(dir_, emulator_->url());
+    ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
+    kubeconfig_ = *kubeconfig;
+  }
+
+  void ClearFaults() {
+    httplib::Client control("127.0.0.1", emulator_->port());
+    httplib::Result cleared =
+        control.Post("/_emulator/clear_faults", "", "text/plain");
+    ASSERT_TRUE(cleared);
+    ASSERT_EQ(cleared->status, 200);
+  }
+
   std::string binary_;
   std::string dir_;
   std::string ports_file_;
+  std::unique_ptr<EmulatorProcess> emulator_;
+  std::string kubeconfig_;
   std::unique_ptr<SidecarProcess> sidecar_;
   std::shared_ptr<grpc::Channel> channel_;
   int http_port_ = 0;
@@ -345,25 +379,10 @@ class OpsE2eTest : public ::testing::Test {
 // the failures show in informer_errors_total, and once the API server
 // answers again /readyz turns 200. /healthz is 200 throughout.
 TEST_F(OpsE2eTest, ReadyzFollowsInformerSync) {
-  absl::StatusOr<std::string> emulator_bin =
-      FindRunfile("server/emulator/kube_emulator");
-  ASSERT_TRUE(emulator_bin.ok()) << emulator_bin.status();
-  absl::StatusOr<std::unique_ptr<EmulatorProcess>> emulator =
-      EmulatorProcess::Start(*emulator_bin, {"--demo"}, /*quiet=*/true);
-  ASSERT_TRUE(emulator.ok()) << emulator.status();
-  httplib::Client control("127.0.0.1", (*emulator)->port());
-  httplib::Result armed = control.Post(
-      "/_emulator/fail?verb=list&resource=services&code=500&count=-1", "",
-      "text/plain");
-  ASSERT_TRUE(armed);
-  ASSERT_EQ(armed->status, 200);
-  absl::StatusOr<std::string> kubeconfig =
-      WriteKubeconfig(dir_, (*emulator)->url());
-  ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
-
+  StartEmulatorFailingLists("services", 500);
   // pods syncs; services cannot. (Health turns SERVING per resource in
   // name order, so the resource that syncs comes first.)
-  StartSidecar({"--kubeconfig=" + *kubeconfig, "--resources=pods,services"},
+  StartSidecar({"--kubeconfig=" + kubeconfig_, "--resources=pods,services"},
                "pods");
   HttpAnswer ready = HttpGet(http_port_, "/readyz");
   EXPECT_EQ(ready.status, 503);
@@ -386,9 +405,7 @@ TEST_F(OpsE2eTest, ReadyzFollowsInformerSync) {
              {"verb=\"GET\"", "code=\"500\""}),
       1);
 
-  httplib::Result cleared =
-      control.Post("/_emulator/clear_faults", "", "text/plain");
-  ASSERT_TRUE(cleared);
+  ClearFaults();
   absl::Status serving = WaitForHealthServing(channel_, "");
   ASSERT_TRUE(serving.ok()) << serving;
   ready = HttpGet(http_port_, "/readyz");
@@ -402,22 +419,8 @@ TEST_F(OpsE2eTest, ReadyzFollowsInformerSync) {
 // silence, a Get names the last error, and once the API server allows the
 // list the same Watch works.
 TEST_F(OpsE2eTest, WatchOnAResourceTheApiServerForbidsEndsWithTheReason) {
-  absl::StatusOr<std::string> emulator_bin =
-      FindRunfile("server/emulator/kube_emulator");
-  ASSERT_TRUE(emulator_bin.ok()) << emulator_bin.status();
-  absl::StatusOr<std::unique_ptr<EmulatorProcess>> emulator =
-      EmulatorProcess::Start(*emulator_bin, {"--demo"}, /*quiet=*/true);
-  ASSERT_TRUE(emulator.ok()) << emulator.status();
-  httplib::Client control("127.0.0.1", (*emulator)->port());
-  httplib::Result armed = control.Post(
-      "/_emulator/fail?verb=list&resource=services&code=403&count=-1", "",
-      "text/plain");
-  ASSERT_TRUE(armed);
-  ASSERT_EQ(armed->status, 200);
-  absl::StatusOr<std::string> kubeconfig =
-      WriteKubeconfig(dir_, (*emulator)->url());
-  ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
-  StartSidecar({"--kubeconfig=" + *kubeconfig, "--resources=pods,services"},
+  StartEmulatorFailingLists("services", 403);
+  StartSidecar({"--kubeconfig=" + kubeconfig_, "--resources=pods,services"},
                "pods");
   std::unique_ptr<v1::Informer::Stub> stub = v1::Informer::NewStub(channel_);
   v1::WatchRequest watch;
@@ -449,9 +452,7 @@ TEST_F(OpsE2eTest, WatchOnAResourceTheApiServerForbidsEndsWithTheReason) {
     EXPECT_THAT(st.error_message(), HasSubstr("(last error: 403 GET"));
   }
 
-  httplib::Result cleared =
-      control.Post("/_emulator/clear_faults", "", "text/plain");
-  ASSERT_TRUE(cleared);
+  ClearFaults();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::seconds(60));
@@ -689,22 +690,9 @@ TEST_F(OpsE2eTest, SigtermWithStreamsOpenExitsZero) {
 // The shutdown is held up by a unary call waiting for a lazily started
 // informer whose lists fail (the server gives running calls their grace).
 TEST_F(OpsE2eTest, SecondSignalExitsAtOnce) {
-  absl::StatusOr<std::string> emulator_bin =
-      FindRunfile("server/emulator/kube_emulator");
-  ASSERT_TRUE(emulator_bin.ok()) << emulator_bin.status();
-  absl::StatusOr<std::unique_ptr<EmulatorProcess>> emulator =
-      EmulatorProcess::Start(*emulator_bin, {"--demo"}, /*quiet=*/true);
-  ASSERT_TRUE(emulator.ok()) << emulator.status();
-  httplib::Client control("127.0.0.1", (*emulator)->port());
-  httplib::Result armed = control.Post(
-      "/_emulator/fail?verb=list&resource=services&code=500&count=-1", "",
-      "text/plain");
-  ASSERT_TRUE(armed);
-  absl::StatusOr<std::string> kubeconfig =
-      WriteKubeconfig(dir_, (*emulator)->url());
-  ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
+  StartEmulatorFailingLists("services", 500);
   // Lazy mode (no resources configured): informers start on first request.
-  StartSidecar({"--kubeconfig=" + *kubeconfig, "--shutdown_grace=30s"});
+  StartSidecar({"--kubeconfig=" + kubeconfig_, "--shutdown_grace=30s"});
   // A Get on services starts its informer, which cannot sync: the call
   // waits for it (a few seconds) on the server.
   auto stub = v1::Informer::NewStub(channel_);
