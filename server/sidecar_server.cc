@@ -17,13 +17,6 @@ namespace {
 // The longest Shutdown waits for calls in flight (see Shutdown).
 constexpr absl::Duration kShutdownDrain = absl::Milliseconds(500);
 
-// How long an idle poller of gRPC's sync-method thread pool (the unary
-// queries) sleeps in its completion queue. On Shutdown gRPC waits for every
-// poller to notice, and a poller no event wakes only notices at this
-// timeout: with gRPC's default (10 s) a SIGTERM sometimes took 10 s instead
-// of a fraction of a second. Idle cost: a wake-up per poller per period.
-constexpr int kSyncPollTimeoutMs = 500;
-
 }  // namespace
 
 SidecarServer::SidecarServer(InformerRegistry* registry,
@@ -43,9 +36,6 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
                                ? options.credentials
                                : grpc::InsecureServerCredentials(),
                            &sidecar->port_);
-  builder.SetSyncServerOption(
-      grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC,
-      kSyncPollTimeoutMs);
   builder.RegisterService(&sidecar->service_);
   for (grpc::Service* service : options.services) {
     builder.RegisterService(service);

@@ -1183,9 +1183,8 @@ class WatchFanout final : public informer::ResourceEventHandler {
   // The last history_size events (each with the state before it).
   std::deque<EventPtr> history_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<WatchStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
-  // Streams opened before the informer synced.
-  // Streams waiting for the sync, with the informer's error count when each
-  // began waiting.
+  // Streams opened before the informer synced, waiting for the sync, with
+  // the informer's error count when each began waiting.
   absl::flat_hash_map<WatchStreamReactor*, int64_t> waiting_
       ABSL_GUARDED_BY(mu_);
   bool waiter_started_ ABSL_GUARDED_BY(mu_) = false;
