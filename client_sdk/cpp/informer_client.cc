@@ -1,5 +1,6 @@
 #include "client_sdk/cpp/informer_client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -84,6 +85,22 @@ absl::StatusOr<std::vector<ObjectPtr>> InformerClient::ByIndex(
   grpc::Status status = stub_->ByIndex(&ctx, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return Decode(response.objects());
+}
+
+absl::StatusOr<std::vector<std::string>> InformerClient::ListIndexValues(
+    absl::string_view resource, absl::string_view index_name) {
+  informer::v1::ListIndexValuesRequest request;
+  request.set_resource(std::string(resource));
+  request.set_index_name(std::string(index_name));
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  informer::v1::ListIndexValuesResponse response;
+  grpc::Status status = stub_->ListIndexValues(&ctx, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  std::vector<std::string> values(response.values().begin(),
+                                  response.values().end());
+  std::sort(values.begin(), values.end());
+  return values;
 }
 
 absl::StatusOr<std::vector<informer::v1::ResourceStatus>>

@@ -36,6 +36,9 @@ class InformerClient {
   absl::StatusOr<std::vector<informer::ObjectPtr>> ByIndex(
       absl::string_view resource, absl::string_view index_name,
       absl::string_view index_value);
+  // The values `index_name` has objects for, sorted.
+  absl::StatusOr<std::vector<std::string>> ListIndexValues(
+      absl::string_view resource, absl::string_view index_name);
   absl::StatusOr<std::vector<informer::v1::ResourceStatus>> ListResources();
 
  private:

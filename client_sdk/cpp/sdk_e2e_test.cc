@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -244,6 +245,20 @@ TEST(SdkE2eTest, InformerClientQueries) {
   for (const informer::ObjectPtr& o : *in_ns) {
     EXPECT_EQ(o->namespace_(), first->namespace_());
   }
+  absl::StatusOr<std::vector<std::string>> namespaces =
+      client.ListIndexValues("configmaps", "namespace");
+  ASSERT_TRUE(namespaces.ok()) << namespaces.status();
+  EXPECT_TRUE(std::is_sorted(namespaces->begin(), namespaces->end()));
+  std::set<std::string> want;
+  for (const informer::ObjectPtr& o : *cms) {
+    want.insert(std::string(o->namespace_()));
+  }
+  EXPECT_EQ(std::set<std::string>(namespaces->begin(), namespaces->end()),
+            want);
+  EXPECT_EQ(client.ListIndexValues("configmaps", "no-such-index")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client.Get("configmaps", "nope", "nope").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(client.List("no-such-resource").status().code(),
