@@ -16,7 +16,7 @@ extern char** environ;
 namespace integration {
 namespace {
 
-constexpr char kRelativePath[] = "server/emulator/kube_emulator";
+constexpr char kRelativePath[] = "emulator/kube_emulator";
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);

@@ -1,7 +1,7 @@
 #ifndef INTEGRATION_TESTS_EMULATOR_PROCESS_H_
 #define INTEGRATION_TESTS_EMULATOR_PROCESS_H_
 
-// Runs //server/emulator:kube_emulator as a child process (for tests and
+// Runs //emulator:kube_emulator as a child process (for tests and
 // benchmarks that must keep the API server out of their own address space,
 // e.g. to measure the informer's memory alone).
 

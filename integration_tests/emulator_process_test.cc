@@ -1,4 +1,4 @@
-// The informer against the real //server/emulator:kube_emulator binary as a
+// The informer against the real //emulator:kube_emulator binary as a
 // separate process, reached the way a user reaches a cluster: a kubeconfig
 // file (server URL and bearer token) loaded by informer/client. One fault
 // is armed through the emulator's HTTP control endpoints; the cache must
@@ -20,8 +20,8 @@
 #include "informer/client/http_transport.h"
 #include "informer/client/kube_client.h"
 #include "informer/client/resource_client.h"
-#include "informer/clock.h"
-#include "informer/shared_informer.h"
+#include "informer/util/clock.h"
+#include "informer/cache/shared_informer.h"
 #include "integration_tests/test_harness.h"
 #include "rapidjson/document.h"
 

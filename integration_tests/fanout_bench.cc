@@ -430,7 +430,7 @@ std::vector<std::string> SidecarEnv() {
 
 int Main(const char* argv0) {
   absl::StatusOr<std::string> emu_bin =
-      integration::FindRunfile("server/emulator/kube_emulator", argv0);
+      integration::FindRunfile("emulator/kube_emulator", argv0);
   absl::StatusOr<std::string> sidecar_bin =
       integration::FindRunfile("server/informer_sidecar", argv0);
   if (!emu_bin.ok() || !sidecar_bin.ok()) {

@@ -21,14 +21,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "informer/api_error.h"
+#include "informer/object/api_error.h"
 #include "informer/client/kube_client.h"
 #include "informer/client/resource_client.h"
-#include "informer/clock.h"
-#include "informer/shared_informer.h"
+#include "informer/util/clock.h"
+#include "informer/cache/shared_informer.h"
 #include "integration_tests/test_harness.h"
-#include "server/emulator/emulator.h"
-#include "server/emulator/seed.h"
+#include "emulator/emulator.h"
+#include "emulator/seed.h"
 
 namespace integration {
 namespace {

@@ -338,7 +338,7 @@ class OpsE2eTest : public ::testing::Test {
   // into kubeconfig_.
   void StartEmulatorFailingLists(const std::string& resource, int code) {
     absl::StatusOr<std::string> emulator_bin =
-        FindRunfile("server/emulator/kube_emulator");
+        FindRunfile("emulator/kube_emulator");
     ASSERT_TRUE(emulator_bin.ok()) << emulator_bin.status();
     absl::StatusOr<std::unique_ptr<EmulatorProcess>> emulator =
         EmulatorProcess::Start(*emulator_bin, {"--demo"}, /*quiet=*/true);

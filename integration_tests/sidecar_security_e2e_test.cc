@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/test_pki.h"
+#include "server/security/test_pki.h"
 
 extern char** environ;
 

@@ -1,6 +1,6 @@
 // End-to-end tests of Informer.Watch (and the rest of the sidecar's gRPC
 // surface): the real //server:informer_sidecar binary against the real
-// //server/emulator:kube_emulator binary, both child processes, over real
+// //emulator:kube_emulator binary, both child processes, over real
 // sockets. Objects are written through the emulator's Kubernetes HTTP API;
 // faults (stalled watches, API server restarts with compaction) through
 // its /_emulator control endpoints.

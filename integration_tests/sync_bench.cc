@@ -53,10 +53,10 @@
 #include "glog/logging.h"
 #include "informer/client/kube_client.h"
 #include "informer/client/resource_client.h"
-#include "informer/object.h"
-#include "informer/shared_informer.h"
+#include "informer/object/object.h"
+#include "informer/cache/shared_informer.h"
 #include "integration_tests/emulator_process.h"
-#include "server/malloc_tuning.h"
+#include "server/ops/malloc_tuning.h"
 
 ABSL_FLAG(std::vector<std::string>, sizes,
           std::vector<std::string>({"10000", "100000"}), "Pod counts to sync.");

@@ -162,7 +162,7 @@ class WorkQueueE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto emulator = EmulatorProcess::Start(
-        Runfile("server/emulator/kube_emulator"),
+        Runfile("emulator/kube_emulator"),
         {"--demo", "--churn_interval=50ms"}, /*quiet=*/true);
     ASSERT_TRUE(emulator.ok()) << emulator.status();
     emulator_ = *std::move(emulator);

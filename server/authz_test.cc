@@ -1,4 +1,4 @@
-#include "server/authz.h"
+#include "server/security/authz.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/generic/async_generic_service.h>
@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "informer/fake_source.h"
+#include "informer/cache/testing/fake_source.h"
 #include "proto/informer/v1/events.grpc.pb.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/informer_registry.h"
+#include "server/config/informer_registry.h"
 #include "server/sidecar_server.h"
 
 namespace server {

@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "informer/event_correlator.h"
+#include "informer/record/event_correlator.h"
 
 namespace server {
 namespace {

@@ -9,9 +9,9 @@
 #include "gtest/gtest.h"
 #include "informer/client/credentials.h"
 #include "informer/client/http_transport.h"
-#include "informer/clock.h"
-#include "informer/event_correlator.h"
-#include "server/emulator/emulator.h"
+#include "informer/util/clock.h"
+#include "informer/record/event_correlator.h"
+#include "emulator/emulator.h"
 
 namespace server {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "informer/event_correlator.h"
-#include "server/grpc_conversions.h"
+#include "informer/record/event_correlator.h"
+#include "server/rpc/grpc_conversions.h"
 
 namespace server {
 

@@ -11,9 +11,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "informer/event_recorder.h"
+#include "informer/record/event_recorder.h"
 #include "proto/informer/v1/events.grpc.pb.h"
-#include "server/authz.h"
+#include "server/security/authz.h"
 
 namespace server {
 
@@ -26,7 +26,7 @@ struct EventsServiceOptions {
   // Events queued per Watch stream; past it the oldest queued ones are lost
   // (and counted on the next message).
   size_t watch_queue_length = 256;
-  // Who may record (see server/authz.h); null: everybody. Record and
+  // Who may record (see server/security/authz.h); null: everybody. Record and
   // RecordStream need a token with recordEvents whose namespaces include
   // the object's namespace (events about cluster-scoped objects: all
   // namespaces); Watch shows every event, so it needs recordEvents for all

@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "informer/index.h"
-#include "server/grpc_conversions.h"
-#include "server/label_selector.h"
+#include "informer/cache/index.h"
+#include "server/rpc/grpc_conversions.h"
+#include "informer/labels/label_selector.h"
 
 namespace server {
 namespace {

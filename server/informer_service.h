@@ -15,13 +15,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/clock.h"
-#include "informer/object.h"
+#include "informer/util/clock.h"
+#include "informer/object/object.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/authz.h"
-#include "server/grpc_conversions.h"
-#include "server/informer_registry.h"
-#include "server/watch_stream.h"
+#include "server/security/authz.h"
+#include "server/rpc/grpc_conversions.h"
+#include "server/config/informer_registry.h"
+#include "server/watch/watch_stream.h"
 
 namespace server {
 
@@ -52,7 +52,7 @@ class InformerService final
     absl::Duration snapshot_ttl = absl::Minutes(5);
     size_t max_snapshots = 64;
     WatchOptions watch;
-    // Who may read what (server/authz.h); null = everybody, everything.
+    // Who may read what (server/security/authz.h); null = everybody, everything.
     // Not owned; must outlive the service.
     const Authorizer* authorizer = nullptr;
     // Upper bound on a List page's bytes, whatever the request's

@@ -1,4 +1,4 @@
-#include "server/sidecar_metrics.h"
+#include "server/ops/sidecar_metrics.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -11,10 +11,10 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "informer/fake_source.h"
+#include "informer/cache/testing/fake_source.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/informer_registry.h"
-#include "server/metrics.h"
+#include "server/config/informer_registry.h"
+#include "server/ops/metrics.h"
 #include "server/sidecar_server.h"
 
 namespace server {

@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "server/informer_registry.h"
+#include "server/config/informer_registry.h"
 #include "server/informer_service.h"
 
 namespace server {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "informer/fake_source.h"
-#include "server/informer_registry.h"
+#include "informer/cache/testing/fake_source.h"
+#include "server/config/informer_registry.h"
 
 namespace server {
 namespace {

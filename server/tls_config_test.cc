@@ -1,4 +1,4 @@
-#include "server/tls_config.h"
+#include "server/security/tls_config.h"
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "informer/fake_source.h"
+#include "informer/cache/testing/fake_source.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/informer_registry.h"
+#include "server/config/informer_registry.h"
 #include "server/sidecar_server.h"
-#include "server/test_pki.h"
+#include "server/security/test_pki.h"
 
 namespace server {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/watch_stream.h"
+#include "server/watch/watch_stream.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
@@ -18,12 +18,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "informer/clock.h"
-#include "informer/fake_source.h"
-#include "informer/index.h"
-#include "informer/object.h"
+#include "informer/util/clock.h"
+#include "informer/cache/testing/fake_source.h"
+#include "informer/cache/index.h"
+#include "informer/object/object.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/informer_registry.h"
+#include "server/config/informer_registry.h"
 #include "server/informer_service.h"
 
 namespace server {

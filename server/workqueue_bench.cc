@@ -8,7 +8,7 @@
 //   bazel run -c opt //server:workqueue_bench -- --keys=50000
 //
 // Prints a Markdown table. The in-process queue alone is measured by
-// //informer:workqueue_bench.
+// //informer/workqueue:workqueue_bench.
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -25,9 +25,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "informer/fake_source.h"
+#include "informer/cache/testing/fake_source.h"
 #include "proto/informer/v1/workqueue.grpc.pb.h"
-#include "server/informer_registry.h"
+#include "server/config/informer_registry.h"
 #include "server/workqueue_service.h"
 
 ABSL_FLAG(int, keys, 50000, "Keys per run.");

@@ -15,10 +15,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/clock.h"
+#include "informer/util/clock.h"
 #include "proto/informer/v1/workqueue.grpc.pb.h"
-#include "server/authz.h"
-#include "server/informer_registry.h"
+#include "server/security/authz.h"
+#include "server/config/informer_registry.h"
 
 namespace server {
 
@@ -33,7 +33,7 @@ struct WorkQueueServiceOptions {
   absl::Duration idle_timeout = absl::Minutes(10);
   // CreateQueue beyond this many queues is RESOURCE_EXHAUSTED.
   int max_queues = 256;
-  // Bearer-token authorization (server/authz.h); null allows everything.
+  // Bearer-token authorization (server/security/authz.h); null allows everything.
   // A queue is reachable by a caller that may read its resource in its
   // namespace: CreateQueue checks the declaration, every other call (and a
   // Lease stream's first message) the named queue's; Stats of all queues

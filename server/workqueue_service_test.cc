@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "informer/clock.h"
-#include "informer/fake_source.h"
-#include "server/informer_registry.h"
+#include "informer/util/clock.h"
+#include "informer/cache/testing/fake_source.h"
+#include "server/config/informer_registry.h"
 
 namespace server {
 namespace {

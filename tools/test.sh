@@ -31,7 +31,7 @@ case " $* " in
     # libFuzzer targets (clang-14, ASan), each for a bounded time.
     extra fuzzers informer/client/fuzz/run_fuzzers.sh 20
     # Clang's -Wthread-safety over our code: every ABSL_GUARDED_BY checked.
-    extra thread-safety-analysis bazel build --config=tsa //informer/... //server/...
+    extra thread-safety-analysis bazel build --config=tsa //informer/... //server/... //emulator/...
     ;;
 esac
 

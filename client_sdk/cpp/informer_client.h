@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "informer/object.h"
+#include "informer/object/object.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 
 namespace client_sdk {

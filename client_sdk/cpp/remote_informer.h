@@ -17,11 +17,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client_sdk/cpp/grpc_status.h"
-#include "informer/clock.h"
-#include "informer/event_handler.h"
-#include "informer/index.h"
-#include "informer/indexer.h"
-#include "informer/object.h"
+#include "informer/util/clock.h"
+#include "informer/cache/event_handler.h"
+#include "informer/cache/index.h"
+#include "informer/cache/indexer.h"
+#include "informer/object/object.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 
 namespace client_sdk {

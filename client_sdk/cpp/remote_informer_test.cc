@@ -17,8 +17,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "informer/clock.h"
-#include "informer/index.h"
+#include "informer/util/clock.h"
+#include "informer/cache/index.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 
 namespace client_sdk {

@@ -28,7 +28,7 @@
 #include "client_sdk/cpp/workqueue_worker.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "informer/index.h"
+#include "informer/cache/index.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/workqueue.grpc.pb.h"
 

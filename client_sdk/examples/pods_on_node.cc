@@ -22,8 +22,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client_sdk/cpp/remote_informer.h"
-#include "informer/event_handler.h"
-#include "informer/index.h"
+#include "informer/cache/event_handler.h"
+#include "informer/cache/index.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "The sidecar's gRPC address (host:port or unix:/path).");

@@ -16,7 +16,7 @@
 #include "absl/types/optional.h"
 #include "informer/client/credential_provider.h"
 #include "informer/client/kubeconfig.h"
-#include "informer/clock.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 namespace client {

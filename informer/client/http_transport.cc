@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "informer/api_error.h"
+#include "informer/object/api_error.h"
 
 namespace informer {
 namespace client {

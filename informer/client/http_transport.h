@@ -45,7 +45,7 @@
 #include "absl/time/time.h"
 #include "informer/client/credential_provider.h"
 #include "informer/client/kubeconfig.h"
-#include "informer/clock.h"
+#include "informer/util/clock.h"
 
 struct curl_slist;
 

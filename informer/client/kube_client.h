@@ -25,7 +25,7 @@
 #include "informer/client/http_transport.h"
 #include "informer/client/kubeconfig.h"
 #include "informer/client/resource_client.h"
-#include "informer/clock.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 namespace client {

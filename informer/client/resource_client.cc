@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "informer/client/watch_stream.h"
-#include "informer/streaming_list_decoder.h"
+#include "informer/object/streaming_list_decoder.h"
 
 namespace informer {
 namespace client {

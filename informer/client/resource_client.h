@@ -25,9 +25,9 @@
 #include "absl/time/time.h"
 #include "informer/client/discovery.h"
 #include "informer/client/http_transport.h"
-#include "informer/lister_watcher.h"
-#include "informer/object.h"
-#include "informer/wire.h"
+#include "informer/listwatch/lister_watcher.h"
+#include "informer/object/object.h"
+#include "informer/object/wire.h"
 
 namespace informer {
 namespace client {

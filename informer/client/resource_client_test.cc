@@ -12,7 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "informer/api_error.h"
+#include "informer/object/api_error.h"
 #include "informer/client/credentials.h"
 #include "informer/client/test_server.h"
 

@@ -24,9 +24,9 @@
 #include "absl/status/status.h"
 #include "informer/client/http_transport.h"
 #include "informer/client/line_splitter.h"
-#include "informer/lister_watcher.h"
-#include "informer/object.h"
-#include "informer/wire.h"
+#include "informer/listwatch/lister_watcher.h"
+#include "informer/object/object.h"
+#include "informer/object/wire.h"
 
 namespace informer {
 namespace client {

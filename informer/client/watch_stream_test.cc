@@ -11,7 +11,7 @@
 #include "informer/client/credentials.h"
 #include "informer/client/http_transport.h"
 #include "informer/client/test_server.h"
-#include "informer/clock.h"
+#include "informer/util/clock.h"
 
 // Partial last lines and events larger than one chunk are covered end to
 // end in resource_client_test; this file covers how a watch ends when the

@@ -1,0 +1,86 @@
+#ifndef EMULATOR_API_STATUS_H_
+#define EMULATOR_API_STATUS_H_
+
+// metav1.Status bodies exactly as a v1.24 API server writes them (field
+// order, escaping, messages), and the mapping from the store's absl::Status
+// errors to them. Pure functions, thread-safe.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "emulator/resource_registry.h"
+
+namespace emulator {
+
+struct StatusCause {
+  std::string reason;
+  std::string message;
+  std::string field;
+};
+
+struct ApiStatus {
+  int code = 500;
+  std::string reason;  // "NotFound", "Expired", ...; empty on success
+  std::string message;
+  bool success = false;  // "status":"Success" instead of "Failure"
+  // metadata.continue (a fresh token on an expired-continue 410).
+  std::string continue_token;
+  // details; written only when has_details (an empty {} is meaningful).
+  bool has_details = false;
+  std::string details_name;
+  std::string details_group;
+  std::string details_kind;
+  std::string details_uid;
+  std::vector<StatusCause> causes;
+  int retry_after_seconds = 0;  // written when > 0
+};
+
+// The compact JSON body.
+std::string StatusJson(const ApiStatus& status);
+
+// Constructors for the errors the emulator serves. `r` names the resource
+// (kind in details is the plural, group added for non-core, as kube does).
+ApiStatus NotFoundStatus(const ResourceInfo& r, absl::string_view name);
+ApiStatus ResourceNotFoundStatus();  // unknown path or resource
+ApiStatus UnauthorizedStatus();
+ApiStatus ForbiddenStatus(absl::string_view user, absl::string_view verb,
+                          const ResourceInfo& r, absl::string_view ns,
+                          absl::string_view name);
+ApiStatus AlreadyExistsStatus(const ResourceInfo& r, absl::string_view name);
+ApiStatus ConflictStatus(const ResourceInfo& r, absl::string_view name);
+ApiStatus ExpiredStatus(absl::string_view message);
+// 410 for a continue token older than the compaction, carrying a fresh
+// "inconsistent" token that continues from the same key.
+ApiStatus ExpiredContinueStatus(absl::string_view fresh_token);
+ApiStatus TooManyRequestsStatus(int retry_after_seconds);
+ApiStatus InternalErrorStatus(absl::string_view message);
+ApiStatus BadRequestStatus(absl::string_view message);
+ApiStatus InvalidStatus(const ResourceInfo& r, absl::string_view name,
+                        absl::string_view message);
+ApiStatus MethodNotAllowedStatus();
+ApiStatus TooLargeResourceVersionStatus(int64_t requested, int64_t current);
+ApiStatus UnsupportedMediaTypeStatus(absl::string_view content_type);
+// The 422 a v1.24 server (no WatchList) answers to a watch with
+// resourceVersionMatch; `has_resource_version` drops the second cause.
+ApiStatus WatchListUnsupportedStatus(bool has_resource_version);
+// DELETE's success body.
+ApiStatus DeletedStatus(const ResourceInfo& r, absl::string_view name,
+                        absl::string_view uid);
+
+// Payload key (on store errors) carrying the fresh continue token of an
+// expired continue; see ObjectStore::List.
+inline constexpr absl::string_view kContinuePayload = "emulator/continue";
+
+// Maps a store error to its Status: NotFound -> 404, AlreadyExists -> 409
+// AlreadyExists, Aborted -> 409 Conflict, OutOfRange -> 410 Expired (with the
+// continue payload when present), InvalidArgument -> 400, FailedPrecondition
+// -> 422 Invalid, DeadlineExceeded -> 504 (too large resource version;
+// message passed through), anything else -> 500.
+ApiStatus FromStoreError(const absl::Status& error, const ResourceInfo& r,
+                         absl::string_view name);
+
+}  // namespace emulator
+
+#endif  // EMULATOR_API_STATUS_H_

@@ -1,0 +1,73 @@
+#include "emulator/fault_injector.h"
+
+namespace emulator {
+
+void FaultInjector::ThrottleNextRequests(int count, int retry_after_seconds) {
+  absl::MutexLock lock(&mu_);
+  throttle_remaining_ = count;
+  throttle_retry_after_ = retry_after_seconds;
+}
+
+void FaultInjector::FailRequests(absl::string_view verb,
+                                 absl::string_view resource, int code,
+                                 int count) {
+  absl::MutexLock lock(&mu_);
+  failures_.push_back({std::string(verb), std::string(resource), code, count});
+}
+
+void FaultInjector::ExpireNextWatch(absl::string_view resource) {
+  absl::MutexLock lock(&mu_);
+  watch_expiries_.emplace_back(resource);
+}
+
+void FaultInjector::ExpireNextContinue() {
+  absl::MutexLock lock(&mu_);
+  ++continue_expiries_;
+}
+
+void FaultInjector::Clear() {
+  absl::MutexLock lock(&mu_);
+  throttle_remaining_ = 0;
+  failures_.clear();
+  watch_expiries_.clear();
+  continue_expiries_ = 0;
+}
+
+absl::optional<FaultInjector::Failure> FaultInjector::OnRequest(
+    absl::string_view verb, absl::string_view resource) {
+  absl::MutexLock lock(&mu_);
+  if (throttle_remaining_ > 0) {
+    --throttle_remaining_;
+    return Failure{429, throttle_retry_after_};
+  }
+  for (auto it = failures_.begin(); it != failures_.end(); ++it) {
+    if ((it->verb != "*" && it->verb != verb) ||
+        (it->resource != "*" && it->resource != resource)) {
+      continue;
+    }
+    Failure f{it->code, 0};
+    if (it->remaining > 0 && --it->remaining == 0) failures_.erase(it);
+    return f;
+  }
+  return absl::nullopt;
+}
+
+bool FaultInjector::TakeWatchExpiry(absl::string_view resource) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = watch_expiries_.begin(); it != watch_expiries_.end(); ++it) {
+    if (*it == "*" || *it == resource) {
+      watch_expiries_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool FaultInjector::TakeContinueExpiry() {
+  absl::MutexLock lock(&mu_);
+  if (continue_expiries_ == 0) return false;
+  --continue_expiries_;
+  return true;
+}
+
+}  // namespace emulator

@@ -1,0 +1,153 @@
+// kube_emulator: the Kubernetes API server emulator as a process, for
+// integration tests and demos.
+//
+//   kube_emulator --port=0 --print_port_file=/tmp/port --tls
+//   --token=admin-token --token=nobody-token:nobody:deny --seed_pods=1000
+//
+// With --tls the generated CA is written to --ca_file (and served at
+// GET /_emulator/ca.crt). Faults are armed over HTTP (no authentication;
+// GET works too, and a POST must carry a Content-Length, e.g. curl -d ''):
+//   POST /_emulator/throttle?count=N&retry_after=S    429 on the next N
+//   requests POST /_emulator/fail?verb=list&resource=pods&code=500&count=N POST
+//   /_emulator/expire_watch?resource=pods         next watch: ERROR 410 POST
+//   /_emulator/expire_continue                    next continue: 410 POST
+//   /_emulator/cut_watches?resource=pods          half an event, then drop POST
+//   /_emulator/stall_watches?resource=pods        stop sending, keep open POST
+//   /_emulator/resume_watches?resource=pods POST
+//   /_emulator/malformed_event?resource=pods      one invalid JSON line POST
+//   /_emulator/large_object?namespace=ns&name=n&bytes=B  a >1 MiB object POST
+//   /_emulator/restart                            compact + drop watches POST
+//   /_emulator/compact                            expire old RVs/tokens POST
+//   /_emulator/load?namespace=bench&objects=100&bytes=1024&rate=1000&millis=10000
+//       paced ConfigMap updates stamped with data.sent (monotonic ns); blocks
+//       until done and answers {"updates":N,"seconds":S}
+//   /_emulator/clear_faults GET
+//   /_emulator/watchers?resource=pods&min=N&timeout_ms=T  wait for watches GET
+//   /_emulator/state?resource=pods                keys and RVs
+// Objects are created/changed/deleted through the normal API.
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "glog/logging.h"
+#include "emulator/emulator.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address to bind.");
+ABSL_FLAG(int, port, 0, "Port to bind; 0 picks a free one.");
+ABSL_FLAG(bool, tls, false, "Serve HTTPS with a generated CA.");
+ABSL_FLAG(std::string, ca_file, "", "With --tls: write the CA PEM here.");
+ABSL_FLAG(std::string, print_port_file, "",
+          "Write the bound port here once serving (atomically, via rename).");
+ABSL_FLAG(int, seed_pods, 0, "Seed this many ~6 KiB Pods in 'benchpods'.");
+ABSL_FLAG(bool, demo, false,
+          "Seed a demo cluster and change it every --churn_interval.");
+ABSL_FLAG(absl::Duration, churn_interval, absl::Seconds(1),
+          "With --demo: how often objects change (0 disables churn).");
+ABSL_FLAG(absl::Duration, bookmark_interval, absl::Seconds(60),
+          "Interval of BOOKMARK events on watches that allow them.");
+ABSL_FLAG(int, history, 1000, "Watch events kept per resource.");
+ABSL_FLAG(absl::Duration, compaction_interval, absl::Minutes(5),
+          "How often old versions and continue tokens expire.");
+ABSL_FLAG(std::vector<std::string>, token, {},
+          "Bearer tokens, comma separated (one flag), each "
+          "TOKEN[:USER[:deny]]. None: "
+          "authentication off. 'deny' tokens authenticate but get 403.");
+ABSL_FLAG(bool, v1_24, false,
+          "Behave like v1.24: no WatchList (422 on resourceVersionMatch).");
+
+namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+
+// Async-signal-safe: wakes main through the pipe.
+void OnSignal(int sig) {
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t ignored = write(g_signal_pipe[1], &b, 1);
+  (void)ignored;
+}
+
+bool WriteFileAtomically(const std::string& path, const std::string& data) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << data;
+    if (!out.good()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+
+  // SIGINT/SIGTERM wake main through a self-pipe, then it stops cleanly.
+  if (pipe(g_signal_pipe) != 0) {
+    LOG(ERROR) << "pipe failed";
+    return 1;
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  emulator::EmulatorOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.tls = absl::GetFlag(FLAGS_tls);
+  options.seed_pods = absl::GetFlag(FLAGS_seed_pods);
+  options.demo = absl::GetFlag(FLAGS_demo);
+  options.churn_interval = absl::GetFlag(FLAGS_churn_interval);
+  options.bookmark_interval = absl::GetFlag(FLAGS_bookmark_interval);
+  options.history_length = static_cast<size_t>(absl::GetFlag(FLAGS_history));
+  options.compaction_interval = absl::GetFlag(FLAGS_compaction_interval);
+  options.v1_24 = absl::GetFlag(FLAGS_v1_24);
+  for (const std::string& spec : absl::GetFlag(FLAGS_token)) {
+    std::vector<std::string> parts = absl::StrSplit(spec, ':');
+    emulator::EmulatorOptions::Token t;
+    t.token = parts[0];
+    t.user = parts.size() > 1 ? parts[1] : "admin";
+    t.allowed = !(parts.size() > 2 && parts[2] == "deny");
+    options.tokens.push_back(t);
+  }
+
+  emulator::Emulator emu(options);
+  absl::Status started = emu.Start();
+  if (!started.ok()) {
+    LOG(ERROR) << "cannot start: " << started;
+    return 1;
+  }
+  if (options.tls && !absl::GetFlag(FLAGS_ca_file).empty() &&
+      !WriteFileAtomically(absl::GetFlag(FLAGS_ca_file), emu.ca_cert_pem())) {
+    LOG(ERROR) << "cannot write " << absl::GetFlag(FLAGS_ca_file);
+    return 1;
+  }
+  if (!absl::GetFlag(FLAGS_print_port_file).empty() &&
+      !WriteFileAtomically(absl::GetFlag(FLAGS_print_port_file),
+                           std::to_string(emu.port()))) {
+    LOG(ERROR) << "cannot write " << absl::GetFlag(FLAGS_print_port_file);
+    return 1;
+  }
+  std::printf("%d\n", emu.port());
+  std::fflush(stdout);
+
+  unsigned char sig = 0;
+  while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+  }
+  LOG(INFO) << "signal " << static_cast<int>(sig) << ", stopping";
+  emu.Stop();
+  return 0;
+}

@@ -1,0 +1,368 @@
+#include "emulator/seed.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "glog/logging.h"
+
+namespace emulator {
+namespace {
+
+std::string ContainerFields() {
+  std::string env;
+  for (int i = 0; i < 8; ++i) {
+    absl::StrAppend(&env, i ? "," : "", "\"k:{\\\"name\\\":\\\"VAR_", i,
+                    "\\\"}\":{\".\":{},\"f:name\":{},\"f:value\":{}}");
+  }
+  return absl::StrCat(
+      "{\".\":{},\"f:env\":{\".\":{},", env,
+      "},\"f:image\":{},\"f:imagePullPolicy\":{},\"f:name\":{},\"f:ports\":{"
+      "\".\":{},\"k:{\\\"containerPort\\\":8080,\\\"protocol\\\":\\\"TCP\\\"}"
+      "\":{\".\":{},\"f:containerPort\":{},\"f:protocol\":{}}},"
+      "\"f:readinessProbe\":{\".\":{},\"f:failureThreshold\":{},\"f:httpGet\":"
+      "{\".\":{},\"f:path\":{},\"f:port\":{},\"f:scheme\":{}},"
+      "\"f:periodSeconds\":{},\"f:successThreshold\":{},\"f:timeoutSeconds\":{"
+      "}},\"f:resources\":{\".\":{},\"f:limits\":{\".\":{},\"f:cpu\":{},\"f:"
+      "memory\":{}},\"f:requests\":{\".\":{},\"f:cpu\":{},\"f:memory\":{}}},"
+      "\"f:terminationMessagePath\":{},\"f:terminationMessagePolicy\":{},\"f:"
+      "volumeMounts\":{\".\":{},\"k:{\\\"mountPath\\\":\\\"/etc/"
+      "config\\\"}\":{\".\":{},\"f:mountPath\":{},\"f:name\":{}}}}");
+}
+
+std::string Container(absl::string_view name, absl::string_view image,
+                      int app) {
+  std::string env;
+  for (int i = 0; i < 8; ++i) {
+    absl::StrAppend(&env, i ? "," : "", "{\"name\":\"VAR_", i,
+                    "\",\"value\":\"value-", app, "-", i, "\"}");
+  }
+  return absl::StrCat(
+      "{\"name\":\"", name, "\",\"image\":\"", image,
+      "\",\"ports\":[{\"containerPort\":8080,\"protocol\":\"TCP\"}],\"env\":[",
+      env,
+      "],\"resources\":{\"limits\":{\"cpu\":\"500m\",\"memory\":\"256Mi\"},"
+      "\"requests\":{\"cpu\":\"100m\",\"memory\":\"128Mi\"}},\"volumeMounts\":"
+      "[{\"name\":\"config\",\"mountPath\":\"/etc/config\"},{\"name\":\"kube-"
+      "api-access\",\"readOnly\":true,\"mountPath\":\"/var/run/secrets/"
+      "kubernetes.io/serviceaccount\"}],\"readinessProbe\":{\"httpGet\":{"
+      "\"path\":\"/ready\",\"port\":8080,\"scheme\":\"HTTP\"},"
+      "\"timeoutSeconds\":1,\"periodSeconds\":10,\"successThreshold\":1,"
+      "\"failureThreshold\":3},\"terminationMessagePath\":\"/dev/"
+      "termination-log\",\"terminationMessagePolicy\":\"File\","
+      "\"imagePullPolicy\":\"IfNotPresent\"}");
+}
+
+const ResourceInfo& MustFind(const ResourceRegistry& registry,
+                             absl::string_view name) {
+  const ResourceInfo* r = registry.FindByName(name);
+  CHECK(r != nullptr) << "built-in resource missing: " << name;
+  return *r;
+}
+
+// Creates unless it exists already (seeding twice is harmless).
+absl::StatusOr<StoredObjectPtr> Ensure(ObjectStore& store,
+                                       const ResourceInfo& r,
+                                       absl::string_view ns,
+                                       absl::string_view json) {
+  absl::StatusOr<StoredObjectPtr> created = store.Create(r, ns, json);
+  if (created.status().code() == absl::StatusCode::kAlreadyExists) {
+    return StoredObjectPtr(nullptr);
+  }
+  return created;
+}
+
+std::string NamespaceJson(absl::string_view name) {
+  return absl::StrCat(
+      "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"",
+      name, "\",\"labels\":{\"kubernetes.io/metadata.name\":\"", name,
+      "\"}},\"spec\":{\"finalizers\":[\"kubernetes\"]},\"status\":{\"phase\":"
+      "\"Active\"}}");
+}
+
+std::string OwnerRef(absl::string_view api_version, absl::string_view kind,
+                     absl::string_view name, absl::string_view uid) {
+  return absl::StrCat("[{\"apiVersion\":\"", api_version, "\",\"kind\":\"",
+                      kind, "\",\"name\":\"", name, "\",\"uid\":\"", uid,
+                      "\",\"controller\":true,\"blockOwnerDeletion\":true}]");
+}
+
+}  // namespace
+
+std::string PodJson(const PodParams& p) {
+  std::string owner;
+  if (!p.owner_kind.empty()) {
+    owner = absl::StrCat(
+        ",\"ownerReferences\":",
+        OwnerRef("apps/v1", p.owner_kind, p.owner_name, p.owner_uid));
+  }
+  std::string fields = ContainerFields();
+  return absl::StrCat(
+      "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"",
+      p.name, "\",\"namespace\":\"", p.ns, "\",\"labels\":{\"app\":\"app-",
+      p.app, "\",\"shard\":\"", p.app % 4,
+      "\",\"tier\":\"web\"},\"annotations\":{\"example.com/owner\":\"team-",
+      p.app, "\"}", owner,
+      ",\"managedFields\":[{\"manager\":\"kube-controller-manager\","
+      "\"operation\":\"Update\",\"apiVersion\":\"v1\",\"time\":\"",
+      p.timestamp,
+      "\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:"
+      "annotations\":{\".\":{},\"f:example.com/owner\":{}},\"f:labels\":{"
+      "\".\":{},\"f:app\":{},\"f:shard\":{},\"f:tier\":{}}},\"f:spec\":{\"f:"
+      "containers\":{\"k:{\\\"name\\\":\\\"main\\\"}\":",
+      fields, ",\"k:{\\\"name\\\":\\\"sidecar\\\"}\":", fields,
+      "},\"f:dnsPolicy\":{},\"f:enableServiceLinks\":{},\"f:nodeName\":{},"
+      "\"f:restartPolicy\":{},\"f:schedulerName\":{},\"f:securityContext\":{},"
+      "\"f:terminationGracePeriodSeconds\":{},\"f:volumes\":{\".\":{},\"k:{"
+      "\\\"name\\\":\\\"config\\\"}\":{\".\":{},\"f:configMap\":{\".\":{},\"f:"
+      "defaultMode\":{},\"f:name\":{}},\"f:name\":{}}}}}}]},"
+      "\"spec\":{\"volumes\":[{\"name\":\"config\",\"configMap\":{\"name\":"
+      "\"app-",
+      p.app,
+      "-config\",\"defaultMode\":420}},{\"name\":\"kube-api-access\","
+      "\"projected\":{\"sources\":[{\"serviceAccountToken\":{"
+      "\"expirationSeconds\":3607,\"path\":\"token\"}},{\"configMap\":{"
+      "\"name\":\"kube-root-ca.crt\",\"items\":[{\"key\":\"ca.crt\",\"path\":"
+      "\"ca.crt\"}]}},{\"downwardAPI\":{\"items\":[{\"path\":\"namespace\","
+      "\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"metadata."
+      "namespace\"}}]}}],\"defaultMode\":420}}],\"containers\":[",
+      Container("main", absl::StrCat("registry.example/app-", p.app, ":1.0"),
+                p.app),
+      ",", Container("sidecar", "registry.example/proxy:2.1", p.app),
+      "],\"restartPolicy\":\"Always\",\"terminationGracePeriodSeconds\":30,"
+      "\"dnsPolicy\":\"ClusterFirst\",\"serviceAccountName\":\"default\","
+      "\"serviceAccount\":\"default\",\"nodeName\":\"",
+      p.node,
+      "\",\"securityContext\":{},\"schedulerName\":\"default-scheduler\","
+      "\"tolerations\":[{\"key\":\"node.kubernetes.io/not-ready\","
+      "\"operator\":\"Exists\",\"effect\":\"NoExecute\",\"tolerationSeconds\":"
+      "300},{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":"
+      "\"Exists\",\"effect\":\"NoExecute\",\"tolerationSeconds\":300}],"
+      "\"priority\":0,\"enableServiceLinks\":true,\"preemptionPolicy\":"
+      "\"PreemptLowerPriority\"},\"status\":{\"phase\":\"Running\","
+      "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\","
+      "\"lastProbeTime\":null,\"lastTransitionTime\":\"",
+      p.timestamp, "\"}],\"hostIP\":\"10.0.0.1\",\"podIP\":\"", p.pod_ip,
+      "\",\"startTime\":\"", p.timestamp, "\",\"qosClass\":\"Burstable\"}}");
+}
+
+absl::Status SeedPods(ObjectStore& store, const ResourceRegistry& registry,
+                      int count, absl::string_view ns) {
+  const ResourceInfo& namespaces = MustFind(registry, "namespaces");
+  const ResourceInfo& pods = MustFind(registry, "pods");
+  absl::StatusOr<StoredObjectPtr> s =
+      Ensure(store, namespaces, "", NamespaceJson(ns));
+  if (!s.ok()) return s.status();
+  for (int i = 0; i < count; ++i) {
+    PodParams p;
+    p.ns = std::string(ns);
+    p.name = absl::StrFormat("pod-%06d", i);
+    p.node = absl::StrFormat("node-%03d", i % 100);
+    p.app = i % 10;
+    p.pod_ip = absl::StrFormat("10.%d.%d.%d", (i >> 16) & 255, (i >> 8) & 255,
+                               i & 255);
+    absl::StatusOr<StoredObjectPtr> pod = store.Create(pods, ns, PodJson(p));
+    if (!pod.ok()) return pod.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SeedDemo(ObjectStore& store, const ResourceRegistry& registry) {
+  const ResourceInfo& namespaces = MustFind(registry, "namespaces");
+  const ResourceInfo& nodes = MustFind(registry, "nodes");
+  const ResourceInfo& deployments = MustFind(registry, "deployments.apps");
+  const ResourceInfo& replicasets = MustFind(registry, "replicasets.apps");
+  const ResourceInfo& pods = MustFind(registry, "pods");
+  const ResourceInfo& configmaps = MustFind(registry, "configmaps");
+  for (absl::string_view ns : {"default", "kube-system", "demo", "shop"}) {
+    auto s = Ensure(store, namespaces, "", NamespaceJson(ns));
+    if (!s.ok()) return s.status();
+  }
+  for (int i = 1; i <= 3; ++i) {
+    auto s = Ensure(
+        store, nodes, "",
+        absl::StrCat("{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{"
+                     "\"name\":\"node-",
+                     i, "\",\"labels\":{\"kubernetes.io/hostname\":\"node-", i,
+                     "\",\"topology.kubernetes.io/zone\":\"zone-", i % 2,
+                     "\"}},\"spec\":{\"podCIDR\":\"10.244.", i,
+                     ".0/24\"},\"status\":{\"conditions\":[{\"type\":"
+                     "\"Ready\",\"status\":\"True\"}]}}"));
+    if (!s.ok()) return s.status();
+  }
+  struct App {
+    const char* ns;
+    const char* name;
+    int replicas;
+  };
+  const App apps[] = {{"demo", "web", 3},
+                      {"demo", "api", 2},
+                      {"shop", "cart", 2},
+                      {"shop", "checkout", 1}};
+  int app_index = 0;
+  for (const App& app : apps) {
+    ++app_index;
+    auto cm =
+        Ensure(store, configmaps, app.ns,
+               absl::StrCat(
+                   "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":"
+                   "{\"name\":\"",
+                   app.name, "-config\",\"labels\":{\"app\":\"", app.name,
+                   "\"}},\"data\":{\"LOG_LEVEL\":\"info\",\"tick\":\"0\"}}"));
+    if (!cm.ok()) return cm.status();
+    auto dep = Ensure(
+        store, deployments, app.ns,
+        absl::StrCat("{\"kind\":\"Deployment\",\"apiVersion\":\"apps/v1\","
+                     "\"metadata\":{\"name\":\"",
+                     app.name, "\",\"labels\":{\"app\":\"", app.name,
+                     "\"}},\"spec\":{\"replicas\":", app.replicas,
+                     ",\"selector\":{\"matchLabels\":{\"app\":\"", app.name,
+                     "\"}}},\"status\":{\"replicas\":", app.replicas,
+                     ",\"readyReplicas\":", app.replicas, "}}"));
+    if (!dep.ok()) return dep.status();
+    if (*dep == nullptr) continue;  // seeded before
+    std::string rs_name = absl::StrCat(app.name, "-5d8f7c", app_index);
+    auto rs = Ensure(
+        store, replicasets, app.ns,
+        absl::StrCat("{\"kind\":\"ReplicaSet\",\"apiVersion\":\"apps/v1\","
+                     "\"metadata\":{\"name\":\"",
+                     rs_name, "\",\"labels\":{\"app\":\"", app.name,
+                     "\"},\"ownerReferences\":",
+                     OwnerRef("apps/v1", "Deployment", app.name, (*dep)->uid),
+                     "},\"spec\":{\"replicas\":", app.replicas,
+                     "},\"status\":{\"replicas\":", app.replicas, "}}"));
+    if (!rs.ok()) return rs.status();
+    for (int i = 0; i < app.replicas; ++i) {
+      PodParams p;
+      p.ns = app.ns;
+      p.name = absl::StrCat(rs_name, "-", "p", i);
+      p.node = absl::StrCat("node-", 1 + (app_index + i) % 3);
+      p.app = app_index;
+      p.owner_kind = "ReplicaSet";
+      p.owner_name = rs_name;
+      p.owner_uid = (*rs)->uid;
+      p.pod_ip = absl::StrCat("10.244.", 1 + (app_index + i) % 3, ".",
+                              10 * app_index + i);
+      auto pod = Ensure(store, pods, app.ns, PodJson(p));
+      if (!pod.ok()) return pod.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+Churner::Churner(ObjectStore* store, const ResourceRegistry* registry,
+                 informer::Clock* clock, absl::Duration interval)
+    : store_(store), registry_(registry), clock_(clock), interval_(interval) {}
+
+Churner::~Churner() { Stop(); }
+
+void Churner::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Churner::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t Churner::ticks() const {
+  absl::MutexLock lock(&mu_);
+  return ticks_;
+}
+
+bool Churner::AwaitTicks(int64_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ticks_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+}
+
+void Churner::Run() {
+  absl::Time next = clock_->Now() + interval_;
+  while (true) {
+    int64_t n;
+    {
+      absl::MutexLock lock(&mu_);
+      auto stopping = [this]()
+                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+      if (clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping), next)) {
+        return;
+      }
+      n = ticks_ + 1;
+    }
+    Tick(n);
+    next += interval_;
+    absl::MutexLock lock(&mu_);
+    ticks_ = n;
+  }
+}
+
+void Churner::Tick(int64_t n) {
+  const ResourceInfo& configmaps = MustFind(*registry_, "configmaps");
+  const ResourceInfo& pods = MustFind(*registry_, "pods");
+  const ResourceInfo& deployments = MustFind(*registry_, "deployments.apps");
+  const ResourceInfo& events = MustFind(*registry_, "events");
+  // 1. A ConfigMap changes.
+  absl::Status s =
+      store_
+          ->Patch(configmaps, "demo", "web-config", PatchType::kMerge,
+                  absl::StrCat("{\"data\":{\"tick\":\"", n, "\"}}"))
+          .status();
+  if (!s.ok()) VLOG(1) << "churn configmap: " << s;
+  // 2. A web Pod is replaced by a new one (rolling restart).
+  std::vector<std::pair<std::string, int64_t>> all = store_->Snapshot(pods);
+  std::vector<std::string> web;
+  for (const auto& [key, rv] : all) {
+    if (absl::StartsWith(key, "demo/web-")) web.push_back(key.substr(5));
+  }
+  if (!web.empty()) {
+    const std::string victim = web[n % web.size()];
+    absl::StatusOr<StoredObjectPtr> old = store_->Get(pods, "demo", victim);
+    if (old.ok()) {
+      (void)store_->Delete(pods, "demo", victim);
+      std::string rs = victim.substr(0, victim.rfind('-'));
+      absl::StatusOr<StoredObjectPtr> rs_obj =
+          store_->Get(MustFind(*registry_, "replicasets.apps"), "demo", rs);
+      PodParams p;
+      p.ns = "demo";
+      p.name = absl::StrCat(rs, "-r", n);
+      p.node = absl::StrCat("node-", 1 + n % 3);
+      p.app = 1;
+      p.owner_kind = "ReplicaSet";
+      p.owner_name = rs;
+      p.owner_uid = rs_obj.ok() ? (*rs_obj)->uid : "";
+      p.pod_ip = absl::StrCat("10.244.", 1 + n % 3, ".", 100 + n % 150);
+      s = store_->Create(pods, "demo", PodJson(p)).status();
+      if (!s.ok()) VLOG(1) << "churn pod: " << s;
+      // 3. An Event records it.
+      s = store_
+              ->Create(
+                  events, "demo",
+                  absl::StrCat("{\"metadata\":{\"generateName\":\"", p.name,
+                               ".\"},\"involvedObject\":{\"kind\":\"Pod\","
+                               "\"namespace\":\"demo\",\"name\":\"",
+                               p.name,
+                               "\"},\"reason\":\"Scheduled\",\"message\":"
+                               "\"Successfully assigned demo/",
+                               p.name, " to ", p.node,
+                               "\",\"type\":\"Normal\",\"count\":1,\"source\":{"
+                               "\"component\":\"kube-emulator\"}}"))
+              .status();
+      if (!s.ok()) VLOG(1) << "churn event: " << s;
+    }
+  }
+  // 4. A Deployment's status moves.
+  s = store_
+          ->Patch(deployments, "shop", "cart", PatchType::kMerge,
+                  absl::StrCat("{\"status\":{\"observedGeneration\":1,"
+                               "\"updatedReplicas\":",
+                               2 - n % 2, "}}"))
+          .status();
+  if (!s.ok()) VLOG(1) << "churn deployment: " << s;
+}
+
+}  // namespace emulator

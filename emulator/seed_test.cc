@@ -1,0 +1,76 @@
+#include "emulator/seed.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "informer/util/clock.h"
+
+namespace emulator {
+namespace {
+
+class SeedTest : public ::testing::Test {
+ protected:
+  SeedTest() : registry_(ResourceRegistry::WithBuiltins()) {
+    ObjectStore::Options o;
+    o.clock = &clock_;
+    store_ = std::make_unique<ObjectStore>(o);
+  }
+  const ResourceInfo& R(absl::string_view name) {
+    return *registry_->FindByName(name);
+  }
+  informer::FakeClock clock_;
+  std::unique_ptr<ResourceRegistry> registry_;
+  std::unique_ptr<ObjectStore> store_;
+};
+
+TEST_F(SeedTest, PodsAreRealisticallySized) {
+  ASSERT_TRUE(SeedPods(*store_, *registry_, 50).ok());
+  EXPECT_EQ(store_->Count(R("pods")), 50u);
+  EXPECT_EQ(store_->Count(R("namespaces")), 1u);
+  auto pod = store_->Get(R("pods"), "benchpods", "pod-000007");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_GT((*pod)->body.size(), 5000u);
+  EXPECT_LT((*pod)->body.size(), 8000u);
+  EXPECT_TRUE(absl::StrContains((*pod)->body, "\"managedFields\""));
+  EXPECT_EQ(*LookupPair((*pod)->fields, "spec.nodeName"), "node-007");
+  EXPECT_EQ(*LookupPair((*pod)->labels, "app"), "app-7");
+}
+
+TEST_F(SeedTest, DemoHasOwnedPodsOnNodes) {
+  ASSERT_TRUE(SeedDemo(*store_, *registry_).ok());
+  EXPECT_EQ(store_->Count(R("nodes")), 3u);
+  EXPECT_EQ(store_->Count(R("deployments")), 4u);
+  EXPECT_EQ(store_->Count(R("replicasets")), 4u);
+  EXPECT_EQ(store_->Count(R("pods")), 8u);
+  ListRequest all;
+  absl::StatusOr<ListResult> pods = store_->List(R("pods"), all);
+  ASSERT_TRUE(pods.ok());
+  for (const auto& pod : pods->items) {
+    EXPECT_TRUE(absl::StrContains(pod->body, "\"kind\":\"ReplicaSet\""));
+    EXPECT_TRUE(
+        absl::StartsWith(*LookupPair(pod->fields, "spec.nodeName"), "node-"));
+  }
+  // Seeding twice is harmless.
+  EXPECT_TRUE(SeedDemo(*store_, *registry_).ok());
+  EXPECT_EQ(store_->Count(R("pods")), 8u);
+}
+
+TEST_F(SeedTest, ChurnChangesObjectsEveryInterval) {
+  ASSERT_TRUE(SeedDemo(*store_, *registry_).ok());
+  int64_t rv = store_->CurrentRv();
+  Churner churner(store_.get(), registry_.get(), &clock_, absl::Seconds(1));
+  churner.Start();
+  clock_.WaitForWaiters(1);
+  EXPECT_EQ(churner.ticks(), 0);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(churner.AwaitTicks(1, absl::Seconds(30)));
+  EXPECT_GT(store_->CurrentRv(), rv);
+  EXPECT_EQ(store_->Count(R("pods")), 8u) << "a pod replaced, not added";
+  EXPECT_EQ(store_->Count(R("events")), 1u);
+  auto cm = store_->Get(R("configmaps"), "demo", "web-config");
+  ASSERT_TRUE(cm.ok());
+  EXPECT_TRUE(absl::StrContains((*cm)->body, "\"tick\":\"1\""));
+  churner.Stop();
+}
+
+}  // namespace
+}  // namespace emulator

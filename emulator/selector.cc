@@ -1,0 +1,250 @@
+#include "emulator/selector.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace emulator {
+namespace {
+
+bool IsLabelChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+         c == '_' || c == '.' || c == '/';
+}
+
+// A tiny cursor over the selector text.
+class Lexer {
+ public:
+  explicit Lexer(absl::string_view s) : s_(s) {}
+  void SkipSpace() {
+    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
+  }
+  bool AtEnd() {
+    SkipSpace();
+    return pos_ >= s_.size();
+  }
+  char Peek() {
+    SkipSpace();
+    return pos_ < s_.size() ? s_[pos_] : '\0';
+  }
+  bool Consume(absl::string_view tok) {
+    SkipSpace();
+    if (absl::StartsWith(s_.substr(pos_), tok)) {
+      pos_ += tok.size();
+      return true;
+    }
+    return false;
+  }
+  std::string Word() {
+    SkipSpace();
+    size_t start = pos_;
+    while (pos_ < s_.size() && IsLabelChar(s_[pos_])) ++pos_;
+    return std::string(s_.substr(start, pos_ - start));
+  }
+  // "in"/"notin" must be followed by a space or '('.
+  bool ConsumeKeyword(absl::string_view kw) {
+    SkipSpace();
+    absl::string_view rest = s_.substr(pos_);
+    if (!absl::StartsWith(rest, kw)) return false;
+    if (rest.size() > kw.size() && rest[kw.size()] != ' ' &&
+        rest[kw.size()] != '(') {
+      return false;
+    }
+    pos_ += kw.size();
+    return true;
+  }
+
+ private:
+  absl::string_view s_;
+  size_t pos_ = 0;
+};
+
+absl::Status Invalid(absl::string_view text, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("unable to parse requirement: found '", text, "', ", why));
+}
+
+}  // namespace
+
+const std::string* LookupPair(const StringPairs& pairs, absl::string_view key) {
+  auto it = std::lower_bound(
+      pairs.begin(), pairs.end(), key,
+      [](const std::pair<std::string, std::string>& p, absl::string_view k) {
+        return absl::string_view(p.first) < k;
+      });
+  if (it == pairs.end() || it->first != key) return nullptr;
+  return &it->second;
+}
+
+absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view text) {
+  LabelSelector sel;
+  Lexer lex(text);
+  if (lex.AtEnd()) return sel;
+  while (true) {
+    Requirement req;
+    if (lex.Consume("!")) {
+      req.key = lex.Word();
+      req.op = Op::kDoesNotExist;
+      if (req.key.empty())
+        return Invalid(text, "expected a label key after '!'");
+    } else {
+      req.key = lex.Word();
+      if (req.key.empty()) return Invalid(text, "expected a label key");
+      if (lex.Consume("==") || lex.Consume("=")) {
+        req.op = Op::kEquals;
+        req.values.push_back(lex.Word());
+      } else if (lex.Consume("!=")) {
+        req.op = Op::kNotEquals;
+        req.values.push_back(lex.Word());
+      } else if (lex.Consume(">")) {
+        req.op = Op::kGreaterThan;
+        req.values.push_back(lex.Word());
+      } else if (lex.Consume("<")) {
+        req.op = Op::kLessThan;
+        req.values.push_back(lex.Word());
+      } else if (bool notin = lex.ConsumeKeyword("notin");
+                 notin || lex.ConsumeKeyword("in")) {
+        req.op = notin ? Op::kNotIn : Op::kIn;
+        if (!lex.Consume("(")) return Invalid(text, "expected '('");
+        while (true) {
+          req.values.push_back(lex.Word());
+          if (lex.Consume(",")) continue;
+          if (lex.Consume(")")) break;
+          return Invalid(text, "expected ',' or ')'");
+        }
+      } else {
+        req.op = Op::kExists;
+      }
+    }
+    sel.requirements_.push_back(std::move(req));
+    if (lex.AtEnd()) break;
+    if (!lex.Consume(",")) return Invalid(text, "expected ','");
+  }
+  return sel;
+}
+
+bool LabelSelector::Matches(const StringPairs& labels) const {
+  for (const auto& req : requirements_) {
+    const std::string* v = LookupPair(labels, req.key);
+    switch (req.op) {
+      case Op::kEquals:
+        if (v == nullptr || *v != req.values[0]) return false;
+        break;
+      case Op::kNotEquals:
+        if (v != nullptr && *v == req.values[0]) return false;
+        break;
+      case Op::kIn:
+        if (v == nullptr || std::find(req.values.begin(), req.values.end(),
+                                      *v) == req.values.end()) {
+          return false;
+        }
+        break;
+      case Op::kNotIn:
+        if (v != nullptr && std::find(req.values.begin(), req.values.end(),
+                                      *v) != req.values.end()) {
+          return false;
+        }
+        break;
+      case Op::kExists:
+        if (v == nullptr) return false;
+        break;
+      case Op::kDoesNotExist:
+        if (v != nullptr) return false;
+        break;
+      case Op::kGreaterThan:
+      case Op::kLessThan: {
+        int64_t have, want;
+        if (v == nullptr || !absl::SimpleAtoi(*v, &have) ||
+            !absl::SimpleAtoi(req.values[0], &want)) {
+          return false;
+        }
+        if (req.op == Op::kGreaterThan ? !(have > want) : !(have < want)) {
+          return false;
+        }
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<FieldSelector> FieldSelector::Parse(
+    absl::string_view text, const std::vector<std::string>& allowed) {
+  FieldSelector sel;
+  // Split on unescaped commas, then on the first unescaped operator.
+  std::vector<std::string> terms;
+  std::string cur;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size()) {
+      cur.push_back('\\');
+      cur.push_back(text[++i]);
+    } else if (text[i] == ',') {
+      terms.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur.push_back(text[i]);
+    }
+  }
+  terms.push_back(std::move(cur));
+  for (const std::string& raw : terms) {
+    if (absl::StripAsciiWhitespace(raw).empty()) continue;
+    std::string field, value;
+    bool negated = false;
+    bool found_op = false;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '\\' && i + 1 < raw.size()) {
+        (found_op ? value : field).push_back(raw[++i]);
+        continue;
+      }
+      if (!found_op) {
+        if (raw.compare(i, 2, "!=") == 0) {
+          negated = true;
+          found_op = true;
+          ++i;
+          continue;
+        }
+        if (raw.compare(i, 2, "==") == 0) {
+          found_op = true;
+          ++i;
+          continue;
+        }
+        if (raw[i] == '=') {
+          found_op = true;
+          continue;
+        }
+        field.push_back(raw[i]);
+      } else {
+        value.push_back(raw[i]);
+      }
+    }
+    if (!found_op) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid selector: '", text, "'; can't understand '", raw, "'"));
+    }
+    field = std::string(absl::StripAsciiWhitespace(field));
+    bool ok = field == "metadata.name" || field == "metadata.namespace" ||
+              std::find(allowed.begin(), allowed.end(), field) != allowed.end();
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field label not supported: ", field));
+    }
+    sel.terms_.push_back({std::move(field), std::move(value), negated});
+  }
+  return sel;
+}
+
+bool FieldSelector::Matches(const StringPairs& fields) const {
+  for (const auto& t : terms_) {
+    const std::string* v = LookupPair(fields, t.field);
+    absl::string_view have = v == nullptr ? absl::string_view() : *v;
+    if ((have == t.value) == t.negated) return false;
+  }
+  return true;
+}
+
+}  // namespace emulator

@@ -1,0 +1,262 @@
+#ifndef INFORMER_CACHE_DELTA_FIFO_H_
+#define INFORMER_CACHE_DELTA_FIFO_H_
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/optional.h"
+#include "informer/object/object.h"
+#include "informer/cache/store.h"
+
+namespace informer {
+
+// What happened to an object (client-go's DeltaType).
+enum class DeltaType {
+  kAdded,
+  kUpdated,
+  kDeleted,
+  // A relist (Replace) saw the object; it may or may not have changed.
+  kReplaced,
+  // A periodic resync re-delivered the cached object (also used for Replace
+  // when DeltaFIFO::Options::emit_delta_type_replaced is false).
+  kSync,
+};
+
+// "Added", "Updated", "Deleted", "Replaced", "Sync" (client-go's spelling).
+absl::string_view DeltaTypeName(DeltaType type);
+
+// One change to one object: the object's state after the change, or for a
+// deletion its last state before it.
+struct Delta {
+  DeltaType type = DeltaType::kAdded;
+  // Never null in a Delta produced by DeltaFIFO.
+  ObjectPtr object;
+  // True for client-go's DeletedFinalStateUnknown tombstone: a kDeleted that
+  // a relist inferred because the object vanished while no watch was open.
+  // `object` is then the last state we knew, which may be stale.
+  bool final_state_unknown = false;
+};
+
+// The changes queued for one key, oldest first. Never empty inside the FIFO.
+using Deltas = std::vector<Delta>;
+
+// The key of a delta's object ("namespace/name" or "name"); for a tombstone
+// this is the key it was recorded under, which is the object's key too.
+std::string KeyOf(const Delta& delta);
+// The key of the newest delta; empty string for empty `deltas`.
+std::string KeyOf(const Deltas& deltas);
+
+// Oldest/newest delta, or nullptr for empty `deltas`.
+const Delta* Oldest(const Deltas& deltas);
+const Delta* Newest(const Deltas& deltas);
+
+// The FIFO's dedup rule, applied after each append: if the two newest deltas
+// are both kDeleted they collapse into one, keeping the one that is not a
+// tombstone (it carries the real final state), or the newer of two
+// tombstones. Exposed for tests.
+void DedupDeltas(Deltas& deltas);
+
+// A status a Pop process function returns to ask for its Deltas to be put
+// back (client-go's ErrRequeue). `cause` is what Pop then reports; an OK
+// cause is replaced by an Aborted status, since an OK status cannot carry the
+// requeue marker (a payload).
+absl::Status RequeueStatus(absl::Status cause);
+// True for a status made by RequeueStatus.
+bool IsRequeue(const absl::Status& status);
+
+// True for the status Pop returns once the FIFO is closed and drained
+// (client-go's ErrFIFOClosed): absl::CancelledError("DeltaFIFO closed").
+bool IsFifoClosed(const absl::Status& status);
+
+// DeltaFIFO is client-go's DeltaFIFO: the queue between a Reflector
+// (producer: Add/Update/Delete from watch events, Replace from a relist,
+// Resync on a timer) and the informer's processing loop (consumer: Pop).
+//
+// Semantics: per-key coalescing. `items_` maps a key to the Deltas that
+// happened to it since it was last popped; `queue_` holds each key with
+// queued Deltas exactly once, in the order the key FIRST became pending. Pop
+// hands over all of a key's Deltas at once, so a consumer sees everything
+// that happened to an object since it last processed it.
+//  - Per-object order is always preserved: a key's Deltas are kept oldest
+//    first, handed out together, and processed under the lock, so a later
+//    Pop of the same key always sees strictly newer deltas (a requeue puts
+//    the Deltas back before any newer event can be queued).
+//  - Order ACROSS keys is the order keys became pending, not the order of
+//    the events: if A became pending before B, a later update to A is still
+//    delivered (with A's other deltas) before B's earlier one.
+//  - The queue never holds more entries than there are distinct pending
+//    keys, however fast events arrive. Deltas within a key are not merged
+//    (only consecutive deletions are, as in client-go), so a key's list grows
+//    with that key's own events while the consumer is stalled; handlers still
+//    see every intermediate state.
+// Recent client-go versions let informers use RealFIFO (feature gate
+// InOrderInformers), which keeps one entry per event and so preserves
+// cross-key order at the price of one queue entry (and one consumer call)
+// per event. We keep DeltaFIFO's per-key semantics: nothing in an informer
+// needs cross-key order (handlers are per object), the queue length stays
+// bounded by the number of objects, and a burst of events for one object is
+// applied to the indexer in one Pop.
+//
+// Consecutive deletions of one key collapse into one (dedup): the delete that
+// is not a tombstone is kept (it carries the real final state); of two
+// tombstones the newer is kept.
+//
+// knownObjects (Options::known_objects, usually the informer's Indexer) is
+// the consumer's view of which objects exist. It changes what Delete, Replace
+// and Resync do: Delete of a key neither known nor queued is dropped (it was
+// already reported, e.g. by a relist tombstone); Replace emits tombstones for
+// known keys that vanished; Resync re-delivers known objects.
+//
+// Pop calls the process function WHILE HOLDING the FIFO's lock, as client-go
+// does. This makes "remove from the FIFO + apply to knownObjects" atomic with
+// respect to Replace and Resync, which both read knownObjects: were the lock
+// released in between, a Resync could find the key neither queued nor yet
+// updated in the store and queue a Sync carrying the PREVIOUS object (a
+// regression delivered after the newer update), and a Replace could miss a
+// just-popped Add that is not yet in the store and leak it forever. The price
+// is that producers wait while process runs, so process must be quick and
+// non-blocking (update the indexer, enqueue notifications to handler queues)
+// and must NOT call any method of this DeltaFIFO (the lock is not reentrant).
+// Lock order: the FIFO's lock is taken before knownObjects' lock (Replace and
+// Resync call into knownObjects with it held); never call into the FIFO while
+// holding a lock knownObjects uses.
+//
+// Close: as in client-go, closing does not discard queued items. Pop keeps
+// returning queued Deltas and reports the closed error only once the queue is
+// empty (and then immediately, without blocking), so a consumer loop that
+// stops on IsFifoClosed drains what was queued. Producers may keep adding
+// after Close (client-go does not gate them either).
+//
+// Thread-safety: every method may be called from any thread. Several threads
+// may Pop; since process runs under the lock, their process calls serialise,
+// so one key's Deltas are never processed by two threads at once.
+// Ownership: `known_objects` is not owned and must outlive the FIFO.
+class DeltaFIFO {
+ public:
+  struct Options {
+    // The consumer's store; may be null (Replace then only infers deletions
+    // for keys that are still queued, and Resync does nothing).
+    KeyListerGetter* known_objects = nullptr;
+    // True: Replace queues kReplaced deltas. False: kSync, the behaviour of
+    // client-go before kReplaced existed (consumers then cannot tell a
+    // relist from a periodic resync).
+    bool emit_delta_type_replaced = true;
+  };
+
+  // The consumer's callback for Pop. `deltas` is everything queued for one
+  // key, oldest first. `is_in_initial_list` is true while the items of the
+  // first Replace (the initial list) are still being popped.
+  using ProcessFn = std::function<absl::Status(const Deltas& deltas,
+                                               bool is_in_initial_list)>;
+
+  explicit DeltaFIFO(Options options);
+  DeltaFIFO(const DeltaFIFO&) = delete;
+  DeltaFIFO& operator=(const DeltaFIFO&) = delete;
+  ~DeltaFIFO() = default;
+
+  // Queue a kAdded / kUpdated / kDeleted delta for the object's key.
+  // InvalidArgument for a null object. Delete is dropped (returns OK) when
+  // the key is neither queued nor, with known_objects, known: it was
+  // presumably reported already by a relist.
+  absl::Status Add(ObjectPtr obj) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Update(ObjectPtr obj) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Delete(ObjectPtr obj) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Queue `deltas` under `key` unless the key already has queued deltas (a
+  // newer event arrived meanwhile; its deltas win). Used to requeue what Pop
+  // handed out. InvalidArgument for empty deltas or an empty key.
+  absl::Status AddIfNotPresent(absl::string_view key, Deltas deltas)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A relist: atomically queues kReplaced (or kSync) for every object in
+  // `list`, then a kDeleted tombstone (final_state_unknown) for every key
+  // that is pending or known but absent from `list`. The tombstone carries
+  // the newest queued object when the key has queued deltas (the newest
+  // state we have; client-go since v1.27, kubernetes#115620: before, given
+  // known_objects, used the store's possibly older object and missed keys
+  // queued but not yet stored), else known_objects' object; a known key whose
+  // object cannot be fetched gets no tombstone (logged). The first Replace
+  // defines the initial list: its size plus the tombstones it queued must be
+  // popped before HasSynced. `resource_version` is unused, as in client-go.
+  // InvalidArgument (and nothing queued) if `list` holds a null object.
+  absl::Status Replace(const std::vector<ObjectPtr>& list,
+                       absl::string_view resource_version)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Queues kSync for every known_objects key that has no queued deltas. A
+  // key with queued deltas is skipped: its queued event is newer than the
+  // store's object and a Sync after it would deliver the older object. No-op
+  // without known_objects.
+  absl::Status Resync() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until a key is queued or the FIFO is closed and empty. Removes the
+  // head key with its Deltas and calls `process` on them under the lock (see
+  // the class comment). If process returns a RequeueStatus, the Deltas are
+  // put back with AddIfNotPresent and Pop returns the cause; otherwise Pop
+  // returns process's status. Returns the closed error (IsFifoClosed) once
+  // closed and empty.
+  absl::Status Pop(const ProcessFn& process) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Wakes blocked Pops; see the class comment for what closing means.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsClosed() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True once Add/Update/Delete/AddIfNotPresent was called before any
+  // Replace, or once everything the first Replace queued has been popped.
+  bool HasSynced() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Number of keys queued.
+  size_t Len() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The queued keys in pop order.
+  std::vector<std::string> ListKeys() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The newest object of every queued key, in pop order.
+  std::vector<ObjectPtr> List() const ABSL_LOCKS_EXCLUDED(mu_);
+  // A copy of the Deltas queued for the object's key / for `key`; nullopt if
+  // none are queued.
+  absl::optional<Deltas> Get(const ObjectPtr& obj) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::optional<Deltas> GetByKey(absl::string_view key) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Appends a delta to `key`'s Deltas (deduplicating deletes) and enqueues
+  // the key if it had none.
+  void QueueActionLocked(std::string key, Delta delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddIfNotPresentLocked(std::string key, Deltas deltas)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pop's wait condition: something to pop, or closed.
+  bool PopReadyLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || closed_;
+  }
+  bool HasSyncedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return populated_ && initial_population_count_ == 0;
+  }
+
+  KeyListerGetter* const known_objects_;
+  const bool emit_delta_type_replaced_;
+
+  mutable absl::Mutex mu_;
+  // key -> Deltas (never empty). A key is in items_ iff it is in queue_.
+  absl::flat_hash_map<std::string, Deltas> items_ ABSL_GUARDED_BY(mu_);
+  // Pop order; no duplicates.
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  // Set by the first Replace, or by Add/Update/Delete/AddIfNotPresent if
+  // they come first.
+  bool populated_ ABSL_GUARDED_BY(mu_) = false;
+  // Pops still owed to the first Replace before HasSynced.
+  size_t initial_population_count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace informer
+
+#endif  // INFORMER_CACHE_DELTA_FIFO_H_

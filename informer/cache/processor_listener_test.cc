@@ -1,0 +1,241 @@
+#include "informer/cache/processor_listener.h"
+
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace informer {
+namespace {
+
+using Type = Notification::Type;
+
+ObjectPtr Obj(absl::string_view name, absl::string_view rv,
+              absl::string_view uid = "u1") {
+  return ObjectBuilder()
+      .SetNamespace("ns")
+      .SetName(name)
+      .SetUid(uid)
+      .SetResourceVersion(rv)
+      .Build();
+}
+
+Notification Add(ObjectPtr o, bool initial = false) {
+  Notification n;
+  n.type = Type::kAdd;
+  n.key = o->Key();
+  n.obj = std::move(o);
+  n.is_in_initial_list = initial;
+  return n;
+}
+Notification Update(ObjectPtr old_obj, ObjectPtr o) {
+  Notification n;
+  n.type = Type::kUpdate;
+  n.key = o->Key();
+  n.old_obj = std::move(old_obj);
+  n.obj = std::move(o);
+  return n;
+}
+Notification Delete(ObjectPtr o) {
+  Notification n;
+  n.type = Type::kDelete;
+  n.key = o->Key();
+  n.obj = std::move(o);
+  return n;
+}
+
+TEST(CoalesceTest, AddThenUpdatesStaysAddOfLatestState) {
+  std::deque<Notification> tail;
+  CoalesceInto(&tail, Add(Obj("a", "1"), /*initial=*/true));
+  CoalesceInto(&tail, Update(Obj("a", "1"), Obj("a", "2")));
+  CoalesceInto(&tail, Update(Obj("a", "2"), Obj("a", "3")));
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].type, Type::kAdd);
+  EXPECT_TRUE(tail[0].is_in_initial_list);
+  EXPECT_EQ(tail[0].obj->resource_version(), "3");
+}
+
+TEST(CoalesceTest, UpdatesKeepOldestOldAndNewestNew) {
+  std::deque<Notification> tail;
+  CoalesceInto(&tail, Update(Obj("a", "1"), Obj("a", "2")));
+  CoalesceInto(&tail, Update(Obj("a", "2"), Obj("a", "3")));
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].type, Type::kUpdate);
+  EXPECT_EQ(tail[0].old_obj->resource_version(), "1");
+  EXPECT_EQ(tail[0].obj->resource_version(), "3");
+}
+
+TEST(CoalesceTest, DeleteStaysDeleteAndSupersedesPending) {
+  std::deque<Notification> tail;
+  CoalesceInto(&tail, Add(Obj("a", "1")));
+  CoalesceInto(&tail, Update(Obj("a", "1"), Obj("a", "2")));
+  CoalesceInto(&tail, Delete(Obj("a", "3")));
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].type, Type::kDelete);
+  EXPECT_EQ(tail[0].obj->resource_version(), "3");
+}
+
+TEST(CoalesceTest, DeleteThenAddOfNewObjectKeepsBoth) {
+  std::deque<Notification> tail;
+  CoalesceInto(&tail, Delete(Obj("a", "3", "old")));
+  CoalesceInto(&tail, Add(Obj("a", "4", "new")));
+  CoalesceInto(&tail, Update(Obj("a", "4", "new"), Obj("a", "5", "new")));
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail[0].type, Type::kDelete);
+  EXPECT_EQ(tail[0].obj->uid(), "old");
+  EXPECT_EQ(tail[1].type, Type::kAdd);
+  EXPECT_EQ(tail[1].obj->resource_version(), "5");
+}
+
+// A handler that blocks until released and records what it saw.
+class GatedHandler : public ResourceEventHandler {
+ public:
+  void OnAdd(const ObjectPtr& obj, bool) override {
+    Record(absl::StrCat("add ", obj->name(), "@", obj->resource_version()),
+           obj);
+  }
+  void OnUpdate(const ObjectPtr& o, const ObjectPtr& n) override {
+    Record(absl::StrCat("update ", n->name(), "@", o->resource_version(), "->",
+                        n->resource_version()),
+           n);
+  }
+  void OnDelete(const ObjectPtr& obj, bool) override {
+    Record(absl::StrCat("delete ", obj->name(), "@", obj->resource_version()),
+           nullptr, std::string(obj->name()));
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    gate_open_ = true;
+  }
+  void WaitForCalls(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return log_.size() >= n;
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
+  std::vector<std::string> log() {
+    absl::MutexLock lock(&mu_);
+    return log_;
+  }
+  std::map<std::string, std::string> state() {
+    absl::MutexLock lock(&mu_);
+    return state_;
+  }
+
+ private:
+  void Record(std::string line, const ObjectPtr& obj,
+              std::string deleted = "") {
+    absl::MutexLock lock(&mu_);
+    log_.push_back(line);
+    mu_.Await(absl::Condition(&gate_open_));
+    if (obj) state_[std::string(obj->name())] =
+        std::string(obj->resource_version());
+    if (!deleted.empty()) state_.erase(deleted);
+  }
+  absl::Mutex mu_;
+  bool gate_open_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> state_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(ProcessorListenerTest, SlowHandlerQueueStaysBoundedAndConvergesOnLatest) {
+  GatedHandler handler;
+  ProcessorListener::Options opts;
+  opts.max_pending = 16;
+  ProcessorListener listener(&handler, opts, RealClock());
+  listener.Start();
+  // The first notification blocks the handler; then 10 objects get 1000
+  // updates each while it is stuck.
+  listener.Add(Add(Obj("blocker", "1")));
+  handler.WaitForCalls(1);
+  for (int i = 0; i < 10; ++i) {
+    listener.Add(Add(Obj(absl::StrCat("o", i), "1")));
+  }
+  for (int rv = 2; rv <= 1000; ++rv) {
+    for (int i = 0; i < 10; ++i) {
+      listener.Add(Update(Obj(absl::StrCat("o", i), absl::StrCat(rv - 1)),
+                          Obj(absl::StrCat("o", i), absl::StrCat(rv))));
+    }
+  }
+  listener.Add(Delete(Obj("o3", "1001")));
+  const ProcessorListener::Stats stats = listener.GetStats();
+  // Bounded by the number of objects (x2 for the doubling rule), not events.
+  EXPECT_LE(stats.pending, 2 * 16u);
+  EXPECT_GT(stats.coalesced, 9000u);
+  handler.Release();
+  listener.WaitIdle();
+  std::map<std::string, std::string> state = handler.state();
+  EXPECT_EQ(state.count("o3"), 0u);
+  for (int i = 0; i < 10; ++i) {
+    if (i == 3) continue;
+    EXPECT_EQ(state[absl::StrCat("o", i)], "1000") << "o" << i;
+  }
+  listener.Stop();
+}
+
+TEST(ProcessorListenerTest, PerObjectOrderIsPreservedWithoutCoalescing) {
+  GatedHandler handler;
+  handler.Release();
+  ProcessorListener listener(&handler, {}, RealClock());
+  listener.Start();
+  listener.Add(Add(Obj("a", "1")));
+  listener.Add(Update(Obj("a", "1"), Obj("a", "2")));
+  listener.Add(Delete(Obj("a", "3")));
+  listener.WaitIdle();
+  EXPECT_EQ(handler.log(),
+            (std::vector<std::string>{"add a@1", "update a@1->2",
+                                      "delete a@3"}));
+}
+
+TEST(ProcessorListenerTest, InlineHandlerRunsOnCallerThread) {
+  std::thread::id seen;
+  ResourceEventHandlerFuncs funcs;
+  funcs.add = [&](const ObjectPtr&, bool) { seen = std::this_thread::get_id(); };
+  ProcessorListener::Options opts;
+  opts.inline_handler = true;
+  ProcessorListener listener(&funcs, opts, RealClock());
+  listener.Start();
+  listener.Add(Add(Obj("a", "1")));
+  EXPECT_EQ(seen, std::this_thread::get_id());
+  EXPECT_EQ(listener.GetStats().delivered, 1u);
+}
+
+TEST(ProcessorListenerTest, InitialListDeliveredOnlyAfterInitialAddsHandled) {
+  GatedHandler handler;
+  ProcessorListener listener(&handler, {}, RealClock());
+  listener.Start();
+  EXPECT_TRUE(listener.InitialListDelivered());
+  listener.Add(Add(Obj("a", "1"), /*initial=*/true));
+  listener.Add(Add(Obj("b", "1"), /*initial=*/true));
+  handler.WaitForCalls(1);
+  EXPECT_FALSE(listener.InitialListDelivered());
+  handler.Release();
+  listener.WaitIdle();
+  EXPECT_TRUE(listener.InitialListDelivered());
+}
+
+TEST(ProcessorListenerTest, ResyncDueOnlyAfterPeriod) {
+  FakeClock clock;
+  ResourceEventHandlerFuncs funcs;
+  ProcessorListener::Options opts;
+  opts.resync_period = absl::Seconds(30);
+  ProcessorListener listener(&funcs, opts, &clock);
+  EXPECT_FALSE(listener.ShouldResync(clock.Now()));
+  clock.Advance(absl::Seconds(30));
+  EXPECT_TRUE(listener.ShouldResync(clock.Now()));
+  listener.DetermineNextResync(clock.Now());
+  EXPECT_FALSE(listener.ShouldResync(clock.Now()));
+
+  ProcessorListener no_resync(&funcs, {}, &clock);
+  clock.Advance(absl::Hours(10));
+  EXPECT_FALSE(no_resync.ShouldResync(clock.Now()));
+}
+
+}  // namespace
+}  // namespace informer

@@ -1,0 +1,439 @@
+#include "informer/cache/reflector.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "informer/object/api_error.h"
+
+namespace informer {
+namespace {
+
+// Errors after which the watch can be re-opened from the same RV: the
+// server was briefly unreachable or asked us to slow down.
+bool RewatchWithoutRelist(const absl::Status& s) {
+  return IsTooManyRequests(s) || absl::IsUnavailable(s) ||
+         absl::IsDeadlineExceeded(s);
+}
+
+}  // namespace
+
+Reflector::Reflector(ListerWatcher* lw, DeltaFIFO* fifo, Clock* clock,
+                     Options options)
+    : lw_(lw),
+      fifo_(fifo),
+      clock_(clock),
+      options_(std::move(options)),
+      backoff_(options_.backoff_initial),
+      rng_(options_.random_seed != 0 ? options_.random_seed
+                                     : std::random_device{}()) {}
+
+Reflector::~Reflector() { Stop(); }
+
+void Reflector::Run() {
+  std::thread resync;
+  if (options_.resync_period > absl::ZeroDuration()) {
+    resync = std::thread([this] { ResyncLoop(); });
+  }
+  State state = State::kList;
+  while (state != State::kStopped) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) break;
+    }
+    if (state == State::kList) {
+      bool watch_list = false;
+      {
+        absl::MutexLock lock(&mu_);
+        watch_list = options_.use_watch_list && !watch_list_unsupported_;
+      }
+      state = watch_list ? DoWatch(/*watch_list=*/true) : DoList();
+    } else {
+      state = DoWatch(/*watch_list=*/false);
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+  }
+  if (resync.joinable()) resync.join();
+}
+
+void Reflector::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  if (current_watch_ != nullptr) current_watch_->Stop();
+}
+
+Reflector::State Reflector::DoList() {
+  std::string rv;
+  bool relist = false;
+  {
+    absl::MutexLock lock(&mu_);
+    // client-go's relistResourceVersion: "0" first (served from the watch
+    // cache), then the last synced RV, "" once that RV is unavailable.
+    rv = last_rv_unavailable_ ? "" : (listed_once_ ? last_sync_rv_ : "0");
+    ++counters_.lists;
+    if (listed_once_) ++counters_.relists;
+    relist = listed_once_;
+  }
+  // A lifecycle event worth one line (relists are rare and costly).
+  LOG(INFO) << options_.name << ": " << (relist ? "relisting" : "listing")
+            << (rv.empty() || rv == "0" ? std::string()
+                                        : " from resourceVersion " + rv);
+  ListOptions opts;
+  opts.resource_version = rv;
+  opts.limit = options_.page_size;
+  std::vector<ObjectPtr> items;
+  std::string list_rv;
+  for (;;) {
+    absl::StatusOr<ObjectList> page = lw_->List(opts);
+    if (!page.ok()) {
+      ReportError(page.status());
+      if (IsExpired(page.status()) || IsTooLargeResourceVersion(page.status())) {
+        // A continue token or RV the server can no longer serve: restart as
+        // one full, consistent list ("" = a quorum read).
+        absl::MutexLock lock(&mu_);
+        last_rv_unavailable_ = true;
+        ++counters_.expired;
+        // A continue token that expired mid-list is routine (compaction
+        // while paging a big list): client-go restarts the full list at
+        // once, and so do we. An RV the server rejects on the first page
+        // backs off like any failure.
+        if (!opts.continue_token.empty() && !stopped_) return State::kList;
+      }
+      return BackOff() ? State::kList : State::kStopped;
+    }
+    if (items.empty() && page->remaining_item_count > 0) {
+      // The first page says how many follow: one allocation for the list
+      // (bounded, the count is the server's word).
+      items.reserve(page->items.size() +
+                    static_cast<size_t>(std::min<int64_t>(
+                        page->remaining_item_count, int64_t{1} << 22)));
+    }
+    for (ObjectPtr& obj : page->items) {
+      if (options_.transform) {
+        absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
+        if (!t.ok()) {
+          ReportError(t.status());
+          continue;
+        }
+        obj = *std::move(t);
+      }
+      items.push_back(std::move(obj));
+    }
+    if (page->continue_token.empty()) {
+      list_rv = page->resource_version;
+      break;
+    }
+    // Later pages must come from the same snapshot: the continue token
+    // carries it, and the API server rejects an RV alongside it.
+    opts.continue_token = page->continue_token;
+    opts.resource_version.clear();
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return State::kStopped;
+  }
+  absl::Status st = fifo_->Replace(items, list_rv);
+  if (!st.ok()) {
+    ReportError(st);
+    return BackOff() ? State::kList : State::kStopped;
+  }
+  VLOG(1) << options_.name << ": listed " << items.size()
+          << " objects at resourceVersion " << list_rv;
+  {
+    absl::MutexLock lock(&mu_);
+    last_sync_rv_ = list_rv;
+    last_rv_unavailable_ = false;
+    listed_once_ = true;
+  }
+  if (options_.on_replaced) options_.on_replaced();
+  return State::kWatch;
+}
+
+Reflector::State Reflector::DoWatch(bool watch_list) {
+  WatchOptions opts;
+  {
+    absl::MutexLock lock(&mu_);
+    opts.resource_version = last_sync_rv_;
+    std::uniform_real_distribution<double> jitter(1.0, 2.0);
+    opts.timeout = options_.min_watch_timeout * jitter(rng_);
+    ++counters_.watches;
+    if (watch_list) {
+      ++counters_.lists;
+      if (listed_once_) ++counters_.relists;
+      if (last_rv_unavailable_) opts.resource_version.clear();
+    }
+  }
+  opts.allow_watch_bookmarks = true;
+  if (watch_list) {
+    // The initial state streamed as ADDED events, ended by a bookmark
+    // annotated k8s.io/initial-events-end: no big list response to buffer
+    // on either side. "" asks for a consistent (quorum) read.
+    opts.send_initial_events = true;
+    opts.resource_version_match = "NotOlderThan";
+  }
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch = lw_->Watch(opts);
+  if (!watch.ok()) {
+    ReportError(watch.status());
+    if (watch_list) {
+      // Like client-go, any failure falls back to list+watch for this
+      // round; a server that does not know WatchList (422 Invalid, as
+      // v1.24 answers) is never asked again.
+      if (HttpCode(watch.status()) == 422 ||
+          absl::IsInvalidArgument(watch.status())) {
+        LOG(INFO) << options_.name
+                  << ": the API server does not support WatchList; using "
+                     "list+watch";
+        absl::MutexLock lock(&mu_);
+        watch_list_unsupported_ = true;
+        return State::kList;
+      }
+      return BackOff() ? State::kList : State::kStopped;
+    }
+    const State next =
+        RewatchWithoutRelist(watch.status()) ? State::kWatch : State::kList;
+    if (IsExpired(watch.status())) return State::kList;
+    return BackOff() ? next : State::kStopped;
+  }
+  WatchStream* stream = watch->get();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return State::kStopped;
+    current_watch_ = stream;
+  }
+  const absl::Time started = clock_->Now();
+  int64_t events = 0;
+  absl::Status end;
+  State next = State::kWatch;
+  // WatchList: the initial state is collected here and swapped into the
+  // FIFO with one Replace when the initial-events-end bookmark arrives.
+  bool initial = watch_list;
+  std::map<std::string, ObjectPtr> initial_state;
+  for (;;) {
+    WatchEvent ev;
+    end = stream->Next(&ev);
+    if (!end.ok()) break;
+    ++events;
+    // Counted on receipt, before the store sees the event: whatever a
+    // consumer observes downstream (a handler, a Watch stream) has already
+    // been counted, so the metrics never lag what clients were sent.
+    {
+      absl::MutexLock lock(&mu_);
+      switch (ev.type) {
+        case WatchEventType::kAdded: ++counters_.events_added; break;
+        case WatchEventType::kModified: ++counters_.events_modified; break;
+        case WatchEventType::kDeleted: ++counters_.events_deleted; break;
+        case WatchEventType::kBookmark: ++counters_.bookmarks; break;
+        case WatchEventType::kError: break;
+      }
+    }
+    absl::Status applied;
+    switch (ev.type) {
+      case WatchEventType::kAdded:
+      case WatchEventType::kModified:
+      case WatchEventType::kDeleted: {
+        ObjectPtr obj = ev.object;
+        if (options_.transform) {
+          absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
+          if (!t.ok()) {
+            ReportError(t.status());
+            break;
+          }
+          obj = *std::move(t);
+        }
+        if (initial) {
+          if (ev.type == WatchEventType::kDeleted) {
+            initial_state.erase(obj->Key());
+          } else {
+            std::string key = obj->Key();
+            initial_state[std::move(key)] = std::move(obj);
+          }
+        } else if (ev.type == WatchEventType::kAdded) {
+          applied = fifo_->Add(std::move(obj));
+        } else if (ev.type == WatchEventType::kModified) {
+          applied = fifo_->Update(std::move(obj));
+        } else {
+          applied = fifo_->Delete(std::move(obj));
+        }
+        break;
+      }
+      case WatchEventType::kBookmark:
+        if (initial && ev.initial_events_end) {
+          std::vector<ObjectPtr> items;
+          items.reserve(initial_state.size());
+          for (auto& [key, obj] : initial_state) items.push_back(std::move(obj));
+          initial_state.clear();
+          applied = fifo_->Replace(items, ev.resource_version);
+          initial = false;
+          if (applied.ok()) {
+            {
+              absl::MutexLock lock(&mu_);
+              listed_once_ = true;
+              last_rv_unavailable_ = false;
+            }
+            VLOG(1) << options_.name << ": streamed initial state of "
+                    << items.size() << " objects at resourceVersion "
+                    << ev.resource_version;
+          }
+        }
+        break;
+      case WatchEventType::kError:
+        end = StatusFromApiStatus(ev.status, "WATCH", options_.name);
+        break;
+    }
+    if (!end.ok()) break;
+    if (!applied.ok()) {
+      end = applied;
+      break;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      // During a streamed initial state the RV is not a resume point until
+      // the end bookmark has been applied.
+      if (!initial && !ev.resource_version.empty()) {
+        last_sync_rv_ = ev.resource_version;
+      }
+    }
+    if (ev.type == WatchEventType::kBookmark && ev.initial_events_end &&
+        options_.on_replaced) {
+      options_.on_replaced();
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    current_watch_ = nullptr;
+    if (stopped_) return State::kStopped;
+  }
+  watch->reset();
+  if (initial) {
+    // The stream ended before the initial state was complete: nothing of
+    // it was applied, so start over with a (streamed or plain) list.
+    ReportError(end.ok() || absl::IsOutOfRange(end)
+                    ? absl::UnavailableError(absl::StrCat(
+                          options_.name,
+                          ": watch-list stream ended before the initial "
+                          "state was complete"))
+                    : end);
+    if (IsExpired(end)) {
+      absl::MutexLock lock(&mu_);
+      last_rv_unavailable_ = true;
+    }
+    return BackOff() ? State::kList : State::kStopped;
+  }
+
+  if (absl::IsOutOfRange(end)) {
+    // A normal close (timeoutSeconds). One that ends at once without a
+    // single event is a server misbehaving: back off rather than spin.
+    if (events == 0 && clock_->Now() - started < absl::Seconds(1)) {
+      ReportError(absl::UnavailableError(
+          absl::StrCat(options_.name, ": very short watch: ended at once "
+                                      "without any event")));
+      return BackOff() ? State::kWatch : State::kStopped;
+    }
+    NoteSuccess();
+    return State::kWatch;
+  }
+  ReportError(end);
+  if (IsExpired(end)) {
+    // The RV fell out of the server's history: relist at the last RV
+    // (served from the watch cache); if that fails too, DoList asks for "".
+    absl::MutexLock lock(&mu_);
+    ++counters_.expired;
+    return State::kList;
+  }
+  if (IsTooLargeResourceVersion(end)) {
+    absl::MutexLock lock(&mu_);
+    last_rv_unavailable_ = true;
+    next = State::kList;
+  } else if (!RewatchWithoutRelist(end) && HttpCode(end) != 0) {
+    // The server said something other than "slow down": start over.
+    next = State::kList;
+  }
+  // A cut connection (no HTTP code) or 429/503: the RV is still a valid
+  // resume point, so re-watch without relisting.
+  return BackOff() ? next : State::kStopped;
+}
+
+void Reflector::ReportError(const absl::Status& status) {
+  LOG(WARNING) << options_.name << ": " << status;
+  {
+    absl::MutexLock lock(&mu_);
+    ++counters_.errors;
+    const int http = HttpCode(status);
+    ++counters_.errors_by_kind[http != 0 ? absl::StrCat("http_", http)
+                                         : absl::StatusCodeToString(
+                                               status.code())];
+    last_error_ = status;
+  }
+  if (options_.watch_error_handler) options_.watch_error_handler(status);
+}
+
+void Reflector::NoteSuccess() {
+  absl::MutexLock lock(&mu_);
+  if (clock_->Now() - last_failure_ >= options_.backoff_reset_after) {
+    backoff_ = options_.backoff_initial;
+  }
+}
+
+bool Reflector::BackOff() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  // client-go's exponential back-off manager: reset after a healthy spell.
+  if (now - last_failure_ >= options_.backoff_reset_after) {
+    backoff_ = options_.backoff_initial;
+  }
+  absl::Duration wait = backoff_;
+  if (options_.backoff_jitter > 0) {
+    std::uniform_real_distribution<double> u(0.0, options_.backoff_jitter);
+    wait += wait * u(rng_);
+  }
+  backoff_ = std::min(backoff_ * options_.backoff_factor, options_.backoff_max);
+  last_failure_ = now;
+  clock_->AwaitWithDeadline(
+      &mu_, absl::Condition(this, &Reflector::StoppedLocked), now + wait);
+  return !stopped_;
+}
+
+void Reflector::ResyncLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (clock_->AwaitWithDeadline(
+              &mu_, absl::Condition(this, &Reflector::StoppedLocked),
+              clock_->Now() + options_.resync_period)) {
+        return;
+      }
+    }
+    if (!options_.should_resync || options_.should_resync()) {
+      absl::Status st = fifo_->Resync();
+      if (!st.ok()) LOG(WARNING) << options_.name << ": resync: " << st;
+    }
+  }
+}
+
+std::string Reflector::LastSyncResourceVersion() const {
+  absl::MutexLock lock(&mu_);
+  return last_sync_rv_;
+}
+
+Reflector::Counters Reflector::GetCounters() const {
+  Counters c;
+  {
+    absl::MutexLock lock(&mu_);
+    c = counters_;
+  }
+  c.bytes_received = lw_->BytesReceived();
+  return c;
+}
+
+absl::Status Reflector::LastError() const {
+  absl::MutexLock lock(&mu_);
+  return last_error_;
+}
+
+}  // namespace informer

@@ -1,0 +1,311 @@
+#include "informer/cache/reflector.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "informer/object/api_error.h"
+#include "informer/cache/delta_fifo.h"
+#include "informer/cache/testing/fake_source.h"
+
+namespace informer {
+namespace {
+
+// Runs a reflector on its own thread over a FakeSource and a FIFO with no
+// known objects; the test pops deltas itself.
+class ReflectorTest : public ::testing::Test {
+ protected:
+  void StartReflector(Reflector::Options opts = {}) {
+    opts.random_seed = 7;
+    opts.on_replaced = [this] {
+      absl::MutexLock lock(&mu_);
+      ++replaces_;
+    };
+    reflector_ =
+        std::make_unique<Reflector>(&source_, &fifo_, &clock_, std::move(opts));
+    thread_ = std::thread([this] { reflector_->Run(); });
+  }
+  void TearDown() override {
+    if (reflector_) reflector_->Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  // Pops one key's deltas and returns "<type> <name>" of the newest.
+  std::string PopOne() {
+    std::string out;
+    absl::Status st = fifo_.Pop([&](const Deltas& d, bool) {
+      out = absl::StrCat(DeltaTypeName(d.back().type), " ",
+                         d.back().object->name());
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  }
+  void WaitForReplaces(int n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return replaces_ >= n;
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
+
+  FakeClock clock_;
+  FakeSource source_{/*history_limit=*/100};
+  DeltaFIFO fifo_{DeltaFIFO::Options{}};
+  std::unique_ptr<Reflector> reflector_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  int replaces_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(ReflectorTest, ListsPagesIntoOneReplaceThenWatchesFromListRv) {
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(source_.Add("ns", absl::StrCat("p", i)).ok());
+  }
+  Reflector::Options opts;
+  opts.page_size = 3;  // three pages
+  StartReflector(opts);
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.list_calls(), 3);
+  EXPECT_EQ(fifo_.Len(), 7u);
+  EXPECT_EQ(reflector_->LastSyncResourceVersion(),
+            source_.CurrentResourceVersion());
+  source_.WaitForWatches(1);
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(PopOne().rfind("Replaced p", 0), 0u);
+  ASSERT_TRUE(source_.Add("ns", "new").ok());
+  EXPECT_EQ(PopOne(), "Added new");
+}
+
+TEST_F(ReflectorTest, NormalWatchCloseRewatchesWithoutRelist) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  StartReflector();
+  source_.WaitForWatches(1);
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  EXPECT_EQ(PopOne(), "Replaced a");
+  EXPECT_EQ(PopOne(), "Added b");  // the watch is live and has seen events
+  source_.CloseWatches();
+  ASSERT_TRUE(source_.Add("ns", "c").ok());
+  // The new watch resumes after b and replays c from the history.
+  EXPECT_EQ(PopOne(), "Added c");
+  EXPECT_EQ(source_.list_calls(), 1);
+  EXPECT_EQ(reflector_->GetCounters().watches, 2);
+  EXPECT_EQ(reflector_->GetCounters().errors, 0);
+}
+
+TEST_F(ReflectorTest, ExpiredWatchRelists) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  StartReflector();
+  WaitForReplaces(1);
+  source_.WaitForWatches(1);
+  // The connection drops; meanwhile the server moves on and compacts, so
+  // the reflector's resourceVersion is gone when it comes back.
+  source_.BreakWatches(absl::UnavailableError("connection reset"));
+  ASSERT_TRUE(source_.Add("ns", "c").ok());
+  source_.CompactHistory();
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  // The re-watch gets ERROR 410 -> relist at once (no back-off needed for
+  // an expired RV).
+  WaitForReplaces(2);
+  EXPECT_EQ(source_.list_calls(), 2);
+  EXPECT_EQ(reflector_->GetCounters().expired, 1);
+  EXPECT_TRUE(IsExpired(reflector_->LastError())) << reflector_->LastError();
+  EXPECT_EQ(reflector_->LastSyncResourceVersion(),
+            source_.CurrentResourceVersion());
+}
+
+TEST_F(ReflectorTest, ListFailureBacksOffOnTheClockThenRetries) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  source_.FailLists(2, absl::InternalError("boom"));
+  StartReflector();
+  // First back-off: 800 ms * (1 + jitter in [0,1)).
+  absl::Time wake = clock_.WaitForWaiters(1);
+  const absl::Duration first = wake - clock_.Now();
+  EXPECT_GE(first, absl::Milliseconds(800));
+  EXPECT_LT(first, absl::Milliseconds(1600));
+  clock_.Advance(first);
+  // Second back-off doubles the base: [1.6 s, 3.2 s).
+  wake = clock_.WaitForWaiters(1);
+  const absl::Duration second = wake - clock_.Now();
+  EXPECT_GE(second, absl::Milliseconds(1600));
+  EXPECT_LT(second, absl::Milliseconds(3200));
+  clock_.Advance(second);
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.list_calls(), 3);
+  EXPECT_EQ(reflector_->GetCounters().errors, 2);
+  EXPECT_EQ(reflector_->GetCounters().errors_by_kind.at("INTERNAL"), 2);
+}
+
+TEST_F(ReflectorTest, TooManyRequestsOnWatchBacksOffAndRewatchesWithoutRelist) {
+  ApiStatus slow_down;
+  slow_down.code = 429;
+  slow_down.reason = "TooManyRequests";
+  slow_down.message = "slow down";
+  source_.FailWatches(1, StatusFromApiStatus(slow_down, "GET", "/api/v1/pods"));
+  StartReflector();
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  source_.WaitForWatches(1);
+  EXPECT_EQ(source_.list_calls(), 1);
+  EXPECT_EQ(source_.watch_calls(), 2);
+  EXPECT_EQ(reflector_->GetCounters().errors_by_kind,
+            (std::map<std::string, int64_t>{{"http_429", 1}}));
+}
+
+TEST_F(ReflectorTest, CutConnectionRewatchesFromLastRvAfterBackOff) {
+  StartReflector();
+  source_.WaitForWatches(1);
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  EXPECT_EQ(PopOne(), "Added a");
+  source_.BreakWatches(absl::UnavailableError("connection reset by peer"));
+  ASSERT_TRUE(source_.Add("ns", "b").ok());  // happens while disconnected
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  source_.WaitForWatches(1);
+  EXPECT_EQ(PopOne(), "Added b");  // replayed from history, not relisted
+  EXPECT_EQ(source_.list_calls(), 1);
+}
+
+TEST_F(ReflectorTest, VeryShortWatchCountsAsErrorAndBacksOff) {
+  StartReflector();
+  source_.WaitForWatches(1);
+  source_.CloseWatches();  // at once, no event, no time passed
+  clock_.WaitForWaiters(1);
+  EXPECT_EQ(reflector_->GetCounters().errors, 1);
+  EXPECT_EQ(source_.watch_calls(), 1);
+}
+
+TEST_F(ReflectorTest, BookmarkAdvancesResourceVersion) {
+  StartReflector();
+  source_.WaitForWatches(1);
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  PopOne();
+  source_.SendBookmark();
+  const int64_t bookmark_rv = std::stoll(source_.CurrentResourceVersion());
+  // Events are handled in order: once "b" is in the FIFO, the bookmark
+  // before it has been handled.
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  EXPECT_EQ(PopOne(), "Added b");
+  EXPECT_EQ(reflector_->GetCounters().bookmarks, 1);
+  EXPECT_GE(std::stoll(reflector_->LastSyncResourceVersion()), bookmark_rv);
+}
+
+TEST_F(ReflectorTest, ResyncCallsFifoResyncAtPeriodWhenAsked) {
+  Reflector::Options opts;
+  opts.resync_period = absl::Seconds(30);
+  int asked = 0;
+  opts.should_resync = [&asked] {
+    ++asked;
+    return true;
+  };
+  StartReflector(opts);
+  WaitForReplaces(1);
+  source_.WaitForWatches(1);
+  clock_.WaitForWaiters(1);  // the resync loop
+  clock_.Advance(absl::Seconds(30));
+  clock_.WaitForWaiters(1);  // parked again for the next period
+  EXPECT_EQ(asked, 1);
+}
+
+TEST_F(ReflectorTest, WatchListStreamsInitialStateIntoOneReplace) {
+  source_.SetWatchListSupported(true);
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  Reflector::Options opts;
+  opts.use_watch_list = true;
+  StartReflector(opts);
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.list_calls(), 0);
+  EXPECT_EQ(fifo_.Len(), 2u);
+  EXPECT_TRUE(fifo_.HasSynced() == false);
+  EXPECT_EQ(PopOne(), "Replaced a");
+  EXPECT_EQ(PopOne(), "Replaced b");
+  EXPECT_TRUE(fifo_.HasSynced());
+  // The same stream goes on with live events.
+  ASSERT_TRUE(source_.Add("ns", "c").ok());
+  EXPECT_EQ(PopOne(), "Added c");
+  EXPECT_EQ(source_.watch_calls(), 1);
+  EXPECT_EQ(source_.watch_list_calls(), 1);
+}
+
+TEST_F(ReflectorTest, WatchListFallsBackToListWhenServerAnswers422) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  Reflector::Options opts;
+  opts.use_watch_list = true;
+  StartReflector(opts);
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.list_calls(), 1);
+  EXPECT_EQ(PopOne(), "Replaced a");
+  source_.WaitForWatches(1);
+  // A later relist does not try WatchList again.
+  source_.BreakWatches(absl::UnavailableError("cut"));
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  source_.CompactHistory();
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  WaitForReplaces(2);
+  EXPECT_EQ(source_.list_calls(), 2);
+  EXPECT_EQ(source_.watch_list_calls(), 1);  // the 422 is remembered
+}
+
+// Delegates to a FakeSource, records list options, and answers 410 Expired
+// to the first request that carries a continue token.
+class ExpireFirstContinue : public ListerWatcher {
+ public:
+  explicit ExpireFirstContinue(FakeSource* source) : source_(source) {}
+  absl::StatusOr<ObjectList> List(const ListOptions& options) override {
+    {
+      absl::MutexLock lock(&mu_);
+      rvs_.push_back(options.resource_version);
+      if (!options.continue_token.empty() && !expired_once_) {
+        expired_once_ = true;
+        ApiStatus st;
+        st.code = 410;
+        st.reason = "Expired";
+        st.message = "The provided continue parameter is too old";
+        return StatusFromApiStatus(st, "GET", "/api/v1/pods");
+      }
+    }
+    return source_->List(options);
+  }
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
+      const WatchOptions& options) override {
+    return source_->Watch(options);
+  }
+  std::vector<std::string> rvs() {
+    absl::MutexLock lock(&mu_);
+    return rvs_;
+  }
+
+ private:
+  FakeSource* const source_;
+  absl::Mutex mu_;
+  bool expired_once_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> rvs_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(ReflectorTest, ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  ExpireFirstContinue lw(&source_);
+  Reflector::Options opts;
+  opts.page_size = 1;
+  opts.random_seed = 7;
+  opts.on_replaced = [this] {
+    absl::MutexLock lock(&mu_);
+    ++replaces_;
+  };
+  reflector_ = std::make_unique<Reflector>(&lw, &fifo_, &clock_, opts);
+  thread_ = std::thread([this] { reflector_->Run(); });
+  // No clock advance needed: the restart does not back off.
+  WaitForReplaces(1);
+  // First page at "0", its continue -> 410, then a full list from "" (a
+  // quorum read, not the possibly stale watch cache), paged again.
+  const std::vector<std::string> rvs = lw.rvs();
+  ASSERT_GE(rvs.size(), 3u);
+  EXPECT_EQ(rvs[0], "0");
+  EXPECT_EQ(rvs[1], "");  // the continue request carries no RV
+  EXPECT_EQ(rvs[2], "");
+  EXPECT_EQ(fifo_.Len(), 2u);
+  EXPECT_EQ(reflector_->GetCounters().expired, 1);
+}
+
+}  // namespace
+}  // namespace informer

@@ -1,0 +1,325 @@
+#include "informer/cache/shared_informer.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/memory/memory.h"
+
+namespace informer {
+namespace {
+
+// client-go's minimumResyncPeriod: anything faster is a bug, not a setting.
+constexpr absl::Duration kMinResyncPeriod = absl::Seconds(1);
+
+Indexers WithNamespaceIndex(Indexers indexers) {
+  indexers.try_emplace(std::string(kNamespaceIndex), MetaNamespaceIndexFunc);
+  return indexers;
+}
+
+DeltaFIFO::Options FifoOptions(KeyListerGetter* known) {
+  DeltaFIFO::Options o;
+  o.known_objects = known;
+  o.emit_delta_type_replaced = true;
+  return o;
+}
+
+}  // namespace
+
+bool HandlerRegistration::HasSynced() const {
+  return informer_->HasSynced() && listener_->InitialListDelivered();
+}
+
+SharedIndexInformer::SharedIndexInformer(ListerWatcher* lw, Options options,
+                                         Clock* clock)
+    : lw_(lw),
+      options_(std::move(options)),
+      clock_(clock),
+      indexer_(WithNamespaceIndex(options_.indexers)),
+      fifo_(FifoOptions(&indexer_)),
+      resync_check_period_(options_.default_resync_period) {}
+
+SharedIndexInformer::~SharedIndexInformer() { Stop(); }
+
+absl::StatusOr<HandlerRegistration*> SharedIndexInformer::AddEventHandler(
+    ResourceEventHandler* handler, HandlerOptions options) {
+  if (handler == nullptr) {
+    return absl::InvalidArgumentError("AddEventHandler: null handler");
+  }
+  absl::MutexLock lock(&handle_mu_);
+  ProcessorListener::Options lo;
+  lo.inline_handler = options.non_blocking;
+  lo.max_pending = std::max<size_t>(options.max_pending, 1);
+  absl::Duration period = options.resync_period > absl::ZeroDuration()
+                              ? options.resync_period
+                              : options_.default_resync_period;
+  if (period > absl::ZeroDuration()) {
+    period = std::max(period, kMinResyncPeriod);
+    if (started_) {
+      // The resync loop is already running at resync_check_period_; a
+      // faster handler cannot be served faster (client-go warns likewise).
+      if (resync_check_period_ <= absl::ZeroDuration()) {
+        LOG(WARNING) << options_.name
+                     << ": resync requested after start on an informer "
+                        "without resync; this handler gets none";
+        period = absl::ZeroDuration();
+      } else if (period < resync_check_period_) {
+        LOG(WARNING) << options_.name << ": resync period " << period
+                     << " raised to the informer's " << resync_check_period_;
+        period = resync_check_period_;
+      }
+    } else if (resync_check_period_ <= absl::ZeroDuration() ||
+               period < resync_check_period_) {
+      resync_check_period_ = period;
+    }
+  }
+  lo.resync_period = period;
+  auto listener = std::make_unique<ProcessorListener>(handler, lo, clock_);
+  ProcessorListener* l = listener.get();
+  registrations_.push_back(absl::WrapUnique(
+      new HandlerRegistration(this, std::move(listener))));
+  HandlerRegistration* reg = registrations_.back().get();
+  if (started_) {
+    // Catch the late handler up with the cache as it is now; every later
+    // change reaches it through HandleDeltas, which holds handle_mu_ too.
+    for (ObjectPtr& obj : indexer_.List()) {
+      Notification n;
+      n.type = Notification::Type::kAdd;
+      n.key = obj->Key();
+      n.obj = std::move(obj);
+      n.is_in_initial_list = true;
+      l->Add(std::move(n));
+    }
+    l->Start();
+  }
+  return reg;
+}
+
+absl::Status SharedIndexInformer::RemoveEventHandler(
+    HandlerRegistration* registration) {
+  std::unique_ptr<HandlerRegistration> removed;
+  {
+    absl::MutexLock lock(&handle_mu_);
+    auto it = std::find_if(
+        registrations_.begin(), registrations_.end(),
+        [registration](const auto& r) { return r.get() == registration; });
+    if (it == registrations_.end()) {
+      return absl::NotFoundError(
+          "RemoveEventHandler: registration not found in this informer");
+    }
+    syncing_.erase((*it)->listener_.get());
+    removed = std::move(*it);
+    registrations_.erase(it);
+  }
+  // Joins the listener's thread outside the lock: its handler may be
+  // running and may read the cache.
+  removed->listener_->Stop();
+  return absl::OkStatus();
+}
+
+absl::Status SharedIndexInformer::SetTransform(TransformFunc transform) {
+  absl::MutexLock lock(&handle_mu_);
+  if (started_) {
+    return absl::FailedPreconditionError(
+        "SetTransform: informer already started");
+  }
+  transform_ = std::move(transform);
+  return absl::OkStatus();
+}
+
+absl::Status SharedIndexInformer::SetWatchErrorHandler(
+    std::function<void(const absl::Status&)> handler) {
+  absl::MutexLock lock(&handle_mu_);
+  if (started_) {
+    return absl::FailedPreconditionError(
+        "SetWatchErrorHandler: informer already started");
+  }
+  watch_error_handler_ = std::move(handler);
+  return absl::OkStatus();
+}
+
+absl::Status SharedIndexInformer::AddIndexers(const Indexers& indexers) {
+  return indexer_.AddIndexers(indexers);
+}
+
+absl::Status SharedIndexInformer::Start() {
+  absl::MutexLock lock(&handle_mu_);
+  if (started_) {
+    return absl::FailedPreconditionError("informer already started");
+  }
+  {
+    absl::MutexLock sync_lock(&sync_mu_);
+    if (stopped_) {
+      return absl::FailedPreconditionError("informer was stopped");
+    }
+  }
+  started_ = true;
+  Reflector::Options ro = options_.reflector;
+  ro.name = options_.name;
+  ro.transform = transform_;
+  ro.watch_error_handler = watch_error_handler_;
+  ro.resync_period = resync_check_period_;
+  ro.should_resync = [this] { return ShouldResync(); };
+  ro.on_replaced = [this] { RefreshSynced(); };
+  reflector_ = std::make_unique<Reflector>(lw_, &fifo_, clock_, std::move(ro));
+  for (auto& reg : registrations_) reg->listener_->Start();
+  process_thread_ = std::thread([this] { ProcessLoop(); });
+  Reflector* r = reflector_.get();
+  reflector_thread_ = std::thread([r] { r->Run(); });
+  LOG(INFO) << options_.name << ": informer started";
+  return absl::OkStatus();
+}
+
+bool SharedIndexInformer::IsStopped() const {
+  absl::MutexLock lock(&sync_mu_);
+  return stopped_;
+}
+
+void SharedIndexInformer::Stop() {
+  {
+    absl::MutexLock lock(&sync_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  Reflector* r = nullptr;
+  {
+    absl::MutexLock lock(&handle_mu_);
+    r = reflector_.get();
+  }
+  if (r != nullptr) r->Stop();
+  if (reflector_thread_.joinable()) reflector_thread_.join();
+  fifo_.Close();
+  if (process_thread_.joinable()) process_thread_.join();
+  std::vector<ProcessorListener*> listeners;
+  {
+    absl::MutexLock lock(&handle_mu_);
+    for (auto& reg : registrations_) listeners.push_back(reg->listener_.get());
+  }
+  for (ProcessorListener* l : listeners) l->Stop();
+}
+
+void SharedIndexInformer::ProcessLoop() {
+  const DeltaFIFO::ProcessFn process = [this](const Deltas& deltas,
+                                              bool initial) {
+    return HandleDeltas(deltas, initial);
+  };
+  for (;;) {
+    absl::Status st = fifo_.Pop(process);
+    if (IsFifoClosed(st)) return;
+    if (!st.ok()) LOG(ERROR) << options_.name << ": processing: " << st;
+    RefreshSynced();
+  }
+}
+
+void SharedIndexInformer::RefreshSynced() {
+  const bool synced = fifo_.HasSynced();
+  absl::MutexLock lock(&sync_mu_);
+  if (synced && !synced_) {
+    synced_ = true;
+    LOG(INFO) << options_.name << ": cache synced";
+  }
+}
+
+absl::Status SharedIndexInformer::HandleDeltas(const Deltas& deltas,
+                                               bool is_in_initial_list) {
+  absl::MutexLock lock(&handle_mu_);
+  for (const Delta& d : deltas) {
+    if (d.object == nullptr) continue;
+    Notification n;
+    n.key = d.object->Key();
+    switch (d.type) {
+      case DeltaType::kSync:
+      case DeltaType::kReplaced:
+      case DeltaType::kAdded:
+      case DeltaType::kUpdated: {
+        ObjectPtr old = indexer_.GetByKey(n.key);
+        if (old != nullptr) {
+          // A relist that found the object unchanged is a sync, not news.
+          const bool is_sync =
+              d.type == DeltaType::kSync ||
+              (d.type == DeltaType::kReplaced &&
+               old->resource_version() == d.object->resource_version());
+          indexer_.Update(d.object);
+          n.type = Notification::Type::kUpdate;
+          n.old_obj = std::move(old);
+          n.obj = d.object;
+          DistributeLocked(n, is_sync);
+        } else {
+          indexer_.Add(d.object);
+          n.type = Notification::Type::kAdd;
+          n.obj = d.object;
+          n.is_in_initial_list = is_in_initial_list;
+          DistributeLocked(n, false);
+        }
+        break;
+      }
+      case DeltaType::kDeleted:
+        indexer_.DeleteByKey(n.key);
+        n.type = Notification::Type::kDelete;
+        n.obj = d.object;
+        n.final_state_unknown = d.final_state_unknown;
+        DistributeLocked(n, false);
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SharedIndexInformer::DistributeLocked(const Notification& n,
+                                           bool is_sync) {
+  for (auto& reg : registrations_) {
+    ProcessorListener* l = reg->listener_.get();
+    if (is_sync && !syncing_.contains(l)) continue;
+    l->Add(n);
+  }
+}
+
+bool SharedIndexInformer::ShouldResync() {
+  absl::MutexLock lock(&handle_mu_);
+  const absl::Time now = clock_->Now();
+  syncing_.clear();
+  for (auto& reg : registrations_) {
+    ProcessorListener* l = reg->listener_.get();
+    if (l->ShouldResync(now)) {
+      syncing_.insert(l);
+      l->DetermineNextResync(now);
+    }
+  }
+  return !syncing_.empty();
+}
+
+bool SharedIndexInformer::HasSynced() const {
+  // Not fifo_.HasSynced(): that takes the FIFO's lock, which is held while
+  // handlers are called inline, so a non-blocking handler asking would
+  // deadlock. synced_ is set right after the pop that completed the initial
+  // list (or after a Replace of an empty list).
+  absl::MutexLock lock(&sync_mu_);
+  return synced_;
+}
+
+bool SharedIndexInformer::WaitForSync(absl::Duration timeout) const {
+  absl::MutexLock lock(&sync_mu_);
+  clock_->AwaitWithTimeout(
+      &sync_mu_,
+      absl::Condition(this, &SharedIndexInformer::SyncedOrStoppedLocked),
+      timeout);
+  return synced_;
+}
+
+std::string SharedIndexInformer::LastSyncResourceVersion() const {
+  absl::MutexLock lock(&handle_mu_);
+  return reflector_ ? reflector_->LastSyncResourceVersion() : "";
+}
+
+Reflector::Counters SharedIndexInformer::GetReflectorCounters() const {
+  absl::MutexLock lock(&handle_mu_);
+  return reflector_ ? reflector_->GetCounters() : Reflector::Counters{};
+}
+
+absl::Status SharedIndexInformer::LastError() const {
+  absl::MutexLock lock(&handle_mu_);
+  return reflector_ ? reflector_->LastError() : absl::OkStatus();
+}
+
+}  // namespace informer

@@ -1,0 +1,183 @@
+#ifndef INFORMER_CACHE_SHARED_INFORMER_H_
+#define INFORMER_CACHE_SHARED_INFORMER_H_
+
+#include <cstddef>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "informer/util/clock.h"
+#include "informer/cache/delta_fifo.h"
+#include "informer/cache/event_handler.h"
+#include "informer/cache/index.h"
+#include "informer/cache/indexer.h"
+#include "informer/listwatch/lister_watcher.h"
+#include "informer/cache/processor_listener.h"
+#include "informer/cache/reflector.h"
+
+namespace informer {
+
+class SharedIndexInformer;
+
+// How a handler wants to be called.
+struct HandlerOptions {
+  // Periodic resync: OnUpdate(obj, obj) for every cached object at this
+  // period. 0 = the informer's default_resync_period. Values below the
+  // informer's resync check period are raised to it (as client-go does).
+  absl::Duration resync_period = absl::ZeroDuration();
+  // Called inline on the informer's distribution thread instead of on a
+  // thread of its own. The handler must never block and must not call
+  // AddEventHandler/RemoveEventHandler; reading the indexer is fine.
+  bool non_blocking = false;
+  // Queued handlers: pending size at which notifications start coalescing
+  // per object (see ProcessorListener).
+  size_t max_pending = 1024;
+};
+
+// A handler's registration (client-go's ResourceEventHandlerRegistration).
+// Owned by the informer; valid until RemoveEventHandler or the informer's
+// destruction.
+class HandlerRegistration {
+ public:
+  // True when the informer has synced and this handler has been handed every
+  // object of the initial state (including the synthetic adds a handler
+  // registered after start receives).
+  bool HasSynced() const;
+  ProcessorListener::Stats GetStats() const { return listener_->GetStats(); }
+  // Blocks until this handler has processed everything queued for it.
+  void WaitIdle() const { listener_->WaitIdle(); }
+
+ private:
+  friend class SharedIndexInformer;
+  HandlerRegistration(const SharedIndexInformer* informer,
+                      std::unique_ptr<ProcessorListener> listener)
+      : informer_(informer), listener_(std::move(listener)) {}
+
+  const SharedIndexInformer* const informer_;
+  const std::unique_ptr<ProcessorListener> listener_;
+};
+
+// SharedIndexInformer: one reflector, one DeltaFIFO, one indexed cache, and
+// any number of handlers (client-go's sharedIndexInformer + controller +
+// sharedProcessor).
+//
+// Data flow: Reflector -> DeltaFIFO -> processing thread (HandleDeltas:
+// update the indexer, then distribute notifications) -> each handler's
+// ProcessorListener. The indexer is always updated before handlers hear of
+// a change, so a handler that reads the cache sees at least that state.
+//
+// Ordering: each handler sees the events of one object in the order the
+// informer applied them. Sync notifications (periodic resync, or a relist
+// that found an object unchanged) go only to handlers whose resync period is
+// due.
+//
+// Thread-safety: all methods are thread-safe. Start() once; Stop() (also
+// run by the destructor) stops the reflector, drains nothing, joins every
+// thread. The ListerWatcher and Clock are not owned and must outlive it.
+class SharedIndexInformer {
+ public:
+  struct Options {
+    std::string name = "informer";
+    // Extra indexes; the namespace index (kNamespaceIndex) is always present.
+    Indexers indexers;
+    absl::Duration default_resync_period = absl::ZeroDuration();
+    // Passed to the reflector (its name, resync and handler hooks are set by
+    // the informer).
+    Reflector::Options reflector;
+  };
+  using TransformFunc = std::function<absl::StatusOr<ObjectPtr>(ObjectPtr)>;
+
+  SharedIndexInformer(ListerWatcher* lw, Options options,
+                      Clock* clock = RealClock());
+  ~SharedIndexInformer();
+
+  SharedIndexInformer(const SharedIndexInformer&) = delete;
+  SharedIndexInformer& operator=(const SharedIndexInformer&) = delete;
+
+  // Registers a handler (not owned; must outlive its registration). After
+  // Start, the handler first receives an add (is_in_initial_list = true) for
+  // every cached object, then live events.
+  absl::StatusOr<HandlerRegistration*> AddEventHandler(
+      ResourceEventHandler* handler, HandlerOptions options = {});
+  absl::Status RemoveEventHandler(HandlerRegistration* registration);
+
+  // Before Start only (FailedPrecondition after).
+  absl::Status SetTransform(TransformFunc transform);
+  absl::Status SetWatchErrorHandler(
+      std::function<void(const absl::Status&)> handler);
+  // Any time: existing objects are indexed under the store's lock.
+  absl::Status AddIndexers(const Indexers& indexers);
+
+  // Starts the reflector, the processing thread and the handlers' threads.
+  // FailedPrecondition if already started.
+  absl::Status Start();
+  void Stop();
+
+  // True once the first list has been applied to the cache and delivered to
+  // every handler's queue. Safe to call from any thread, including from a
+  // non-blocking handler.
+  bool HasSynced() const;
+  // Waits (on the informer's clock) until synced, stopped or `timeout`.
+  bool WaitForSync(absl::Duration timeout) const;
+  // True once Stop() was called (an informer stopped before it synced never
+  // will).
+  bool IsStopped() const;
+
+  const Indexer& GetIndexer() const { return indexer_; }
+  std::string LastSyncResourceVersion() const;
+  Reflector::Counters GetReflectorCounters() const;
+  absl::Status LastError() const;
+  const std::string& name() const { return options_.name; }
+
+ private:
+  struct ListenerEntry;
+
+  absl::Status HandleDeltas(const Deltas& deltas, bool is_in_initial_list);
+  void DistributeLocked(const Notification& n, bool is_sync)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
+  bool ShouldResync();
+  void ProcessLoop();
+  void RefreshSynced();
+  bool SyncedOrStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_) {
+    return synced_ || stopped_;
+  }
+
+  ListerWatcher* const lw_;
+  const Options options_;
+  Clock* const clock_;
+  Indexer indexer_;
+  DeltaFIFO fifo_;
+
+  // Serialises HandleDeltas with handler (de)registration, so a new handler
+  // gets exactly the cache state plus every later event.
+  mutable absl::Mutex handle_mu_;
+  std::list<std::unique_ptr<HandlerRegistration>> registrations_
+      ABSL_GUARDED_BY(handle_mu_);
+  absl::flat_hash_set<ProcessorListener*> syncing_ ABSL_GUARDED_BY(handle_mu_);
+  absl::Duration resync_check_period_ ABSL_GUARDED_BY(handle_mu_);
+  bool started_ ABSL_GUARDED_BY(handle_mu_) = false;
+  TransformFunc transform_ ABSL_GUARDED_BY(handle_mu_);
+  std::function<void(const absl::Status&)> watch_error_handler_
+      ABSL_GUARDED_BY(handle_mu_);
+
+  mutable absl::Mutex sync_mu_;
+  bool synced_ ABSL_GUARDED_BY(sync_mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(sync_mu_) = false;
+
+  std::unique_ptr<Reflector> reflector_ ABSL_GUARDED_BY(handle_mu_);
+  std::thread reflector_thread_;
+  std::thread process_thread_;
+};
+
+}  // namespace informer
+
+#endif  // INFORMER_CACHE_SHARED_INFORMER_H_

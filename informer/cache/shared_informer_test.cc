@@ -1,0 +1,405 @@
+#include "informer/cache/shared_informer.h"
+
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "informer/cache/testing/fake_source.h"
+#include "informer/cache/index.h"
+
+namespace informer {
+namespace {
+
+// Records what a handler saw; tests wait on counts, never on time.
+class Recorder : public ResourceEventHandler {
+ public:
+  void OnAdd(const ObjectPtr& obj, bool initial) override {
+    Log(absl::StrCat("add ", obj->name(), initial ? " initial" : ""));
+  }
+  void OnUpdate(const ObjectPtr& o, const ObjectPtr& n) override {
+    Log(absl::StrCat(o->resource_version() == n->resource_version()
+                         ? "sync "
+                         : "update ",
+                     n->name()));
+  }
+  void OnDelete(const ObjectPtr& obj, bool unknown) override {
+    Log(absl::StrCat("delete ", obj->name(), unknown ? " tombstone" : ""));
+  }
+  void WaitFor(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return events_.size() >= n;
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
+  std::vector<std::string> events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+
+ private:
+  void Log(std::string e) {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(std::move(e));
+  }
+  absl::Mutex mu_;
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
+};
+
+SharedIndexInformer::Options Opts() {
+  SharedIndexInformer::Options o;
+  o.name = "pods";
+  o.reflector.random_seed = 1;
+  return o;
+}
+
+TEST(SharedInformerTest, InitialListThenLiveEventsReachHandlerAndCache) {
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  ASSERT_TRUE(source.Add("ns", "b").ok());
+  Recorder rec;
+  SharedIndexInformer informer(&source, Opts());
+  auto reg = informer.AddEventHandler(&rec);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_FALSE(informer.HasSynced());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  rec.WaitFor(2);
+  source.WaitForWatches(1);
+  ASSERT_TRUE(source.Modify("ns", "a", {{"app", "x"}}).ok());
+  ASSERT_TRUE(source.Delete("ns", "b").ok());
+  ASSERT_TRUE(source.Add("ns", "c").ok());
+  rec.WaitFor(5);
+  EXPECT_EQ(rec.events(),
+            (std::vector<std::string>{"add a initial", "add b initial",
+                                      "update a", "delete b", "add c"}));
+  EXPECT_TRUE((*reg)->HasSynced());
+  EXPECT_EQ(informer.GetIndexer().ListKeys().size(), 2u);
+  // The reflector records an event's RV right after queueing it, so it may
+  // trail what the handler already saw by one event, never more.
+  EXPECT_FALSE(informer.LastSyncResourceVersion().empty());
+}
+
+TEST(SharedInformerTest, HasSyncedTrueForEmptyList) {
+  FakeSource source;
+  SharedIndexInformer informer(&source, Opts());
+  ASSERT_TRUE(informer.Start().ok());
+  EXPECT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  EXPECT_TRUE(informer.HasSynced());
+}
+
+// An informer stopped before it could sync: WaitForSync returns false at
+// once (the stop, not a timeout) and IsStopped says why.
+TEST(SharedInformerTest, StoppedBeforeSyncNeverSyncs) {
+  FakeSource source;
+  source.FailLists(1000, absl::PermissionDeniedError("403 forbidden"));
+  SharedIndexInformer informer(&source, Opts());
+  EXPECT_FALSE(informer.IsStopped());
+  ASSERT_TRUE(informer.Start().ok());
+  informer.Stop();
+  EXPECT_TRUE(informer.IsStopped());
+  EXPECT_FALSE(informer.WaitForSync(absl::Hours(1)));
+  EXPECT_FALSE(informer.HasSynced());
+}
+
+TEST(SharedInformerTest, LateHandlerFirstReceivesCachedObjectsAsInitialAdds) {
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  ASSERT_TRUE(source.Add("ns", "b").ok());
+  Recorder late;
+  SharedIndexInformer informer(&source, Opts());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  source.WaitForWatches(1);
+  auto reg = informer.AddEventHandler(&late);
+  ASSERT_TRUE(reg.ok());
+  ASSERT_TRUE(source.Add("ns", "c").ok());
+  late.WaitFor(3);
+  std::vector<std::string> ev = late.events();
+  std::sort(ev.begin(), ev.begin() + 2);
+  EXPECT_EQ(ev, (std::vector<std::string>{"add a initial", "add b initial",
+                                          "add c"}));
+  (*reg)->WaitIdle();
+  EXPECT_TRUE((*reg)->HasSynced());
+}
+
+TEST(SharedInformerTest, ResyncGoesOnlyToHandlersThatAskedForIt) {
+  FakeClock clock;
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  Recorder resyncing, quiet;
+  SharedIndexInformer informer(&source, Opts(), &clock);
+  HandlerOptions every_minute;
+  every_minute.resync_period = absl::Minutes(1);
+  auto r1 = informer.AddEventHandler(&resyncing, every_minute);
+  auto r2 = informer.AddEventHandler(&quiet);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  resyncing.WaitFor(1);
+  quiet.WaitFor(1);
+  source.WaitForWatches(1);
+  // The resync loop parks on the clock; move time past its period.
+  clock.WaitForWaiters(1);
+  clock.Advance(absl::Minutes(1));
+  resyncing.WaitFor(2);
+  EXPECT_EQ(resyncing.events()[1], "sync a");
+  // A live event after the resync proves the quiet handler got no sync.
+  ASSERT_TRUE(source.Add("ns", "z").ok());
+  quiet.WaitFor(2);
+  EXPECT_EQ(quiet.events(),
+            (std::vector<std::string>{"add a initial", "add z"}));
+}
+
+TEST(SharedInformerTest, RelistDeliversUnchangedAsSyncAndVanishedAsTombstone) {
+  FakeClock clock;
+  FakeSource source(/*history_limit=*/1);
+  ASSERT_TRUE(source.Add("ns", "same").ok());
+  ASSERT_TRUE(source.Add("ns", "gone").ok());
+  ASSERT_TRUE(source.Add("ns", "changed").ok());
+  Recorder plain, resyncing;
+  SharedIndexInformer informer(&source, Opts(), &clock);
+  HandlerOptions resync;
+  resync.resync_period = absl::Minutes(1);
+  ASSERT_TRUE(informer.AddEventHandler(&plain).ok());
+  ASSERT_TRUE(informer.AddEventHandler(&resyncing, resync).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  plain.WaitFor(3);
+  resyncing.WaitFor(3);
+  source.WaitForWatches(1);
+  // Make the resyncing handler due: it gets a sync of every object.
+  clock.WaitForWaiters(1);
+  clock.Advance(absl::Minutes(1));
+  resyncing.WaitFor(6);
+  // While the watch is down, "gone" is deleted and "changed" changes, and
+  // the history is compacted: the re-watch gets 410 and the informer relists.
+  source.BreakWatches(absl::UnavailableError("connection reset"));
+  ASSERT_TRUE(source.Delete("ns", "gone").ok());
+  ASSERT_TRUE(source.Modify("ns", "changed", {{"v", "2"}}).ok());
+  source.CompactHistory();
+  // Parked on the clock: the resync loop (next in a minute) and the
+  // back-off after the cut connection (sooner). Advance past the back-off
+  // only, so the resync set stays as it is.
+  const absl::Time backoff_end = clock.WaitForWaiters(2);
+  clock.Advance(backoff_end - clock.Now());
+  plain.WaitFor(5);
+  std::vector<std::string> ev = plain.events();
+  std::vector<std::string> tail(ev.begin() + 3, ev.end());
+  std::sort(tail.begin(), tail.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"delete gone tombstone",
+                                            "update changed"}));
+  // The unchanged object is no news to a handler without resync...
+  EXPECT_EQ(std::find(ev.begin(), ev.end(), "sync same"), ev.end());
+  // ...and is delivered as a sync to the one whose resync is due.
+  resyncing.WaitFor(9);
+  std::vector<std::string> r = resyncing.events();
+  std::vector<std::string> rtail(r.begin() + 6, r.end());
+  std::sort(rtail.begin(), rtail.end());
+  EXPECT_EQ(rtail, (std::vector<std::string>{"delete gone tombstone",
+                                             "sync same", "update changed"}));
+  EXPECT_EQ(source.list_calls(), 2);
+  std::map<std::string, ObjectPtr> truth = source.Snapshot();
+  std::vector<std::string> keys = informer.GetIndexer().ListKeys();
+  ASSERT_EQ(keys.size(), truth.size());
+  for (const std::string& k : keys) {
+    ASSERT_EQ(truth.count(k), 1u) << k;
+    EXPECT_EQ(informer.GetIndexer().GetByKey(k)->resource_version(),
+              truth[k]->resource_version());
+  }
+}
+
+TEST(SharedInformerTest, SlowHandlerDoesNotDelayAnother) {
+  FakeSource source;
+  Recorder fast;
+  absl::Notification release;
+  ResourceEventHandlerFuncs slow;
+  slow.add = [&](const ObjectPtr&, bool) { release.WaitForNotification(); };
+  SharedIndexInformer informer(&source, Opts());
+  ASSERT_TRUE(informer.AddEventHandler(&slow).ok());
+  ASSERT_TRUE(informer.AddEventHandler(&fast).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  source.WaitForWatches(1);
+  // Unblocks the slow handler however the test ends, before the informer
+  // (declared earlier) joins its thread.
+  struct Releaser {
+    absl::Notification* n;
+    ~Releaser() {
+      if (!n->HasBeenNotified()) n->Notify();
+    }
+  } releaser{&release};
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(source.Add("ns", absl::StrCat("p", i)).ok());
+  }
+  // The fast handler sees all 50 while the slow one is stuck in its first.
+  fast.WaitFor(50);
+  EXPECT_EQ(fast.events().size(), 50u);
+}
+
+TEST(SharedInformerTest, NonBlockingHandlerRunsInlineInOrder) {
+  FakeSource source;
+  Recorder inline_rec;
+  SharedIndexInformer informer(&source, Opts());
+  HandlerOptions nb;
+  nb.non_blocking = true;
+  ASSERT_TRUE(informer.AddEventHandler(&inline_rec, nb).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  source.WaitForWatches(1);
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  ASSERT_TRUE(source.Modify("ns", "a").ok());
+  inline_rec.WaitFor(2);
+  EXPECT_EQ(inline_rec.events(),
+            (std::vector<std::string>{"add a", "update a"}));
+}
+
+TEST(SharedInformerTest, NonBlockingHandlerMayAskHasSyncedAndReadTheCache) {
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  absl::Mutex mu;
+  std::vector<std::string> seen;
+  SharedIndexInformer* self = nullptr;
+  HandlerRegistration* reg = nullptr;
+  ResourceEventHandlerFuncs funcs;
+  funcs.add = [&](const ObjectPtr& obj, bool) {
+    // Called inline under the informer's locks: neither may deadlock.
+    const bool synced = self->HasSynced() && reg->HasSynced();
+    const bool cached = self->GetIndexer().GetByKey(obj->Key()) != nullptr;
+    absl::MutexLock lock(&mu);
+    seen.push_back(absl::StrCat(obj->name(), synced ? " synced" : "",
+                                cached ? " cached" : ""));
+  };
+  SharedIndexInformer informer(&source, Opts());
+  self = &informer;
+  HandlerOptions nb;
+  nb.non_blocking = true;
+  auto r = informer.AddEventHandler(&funcs, nb);
+  ASSERT_TRUE(r.ok());
+  reg = *r;
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  source.WaitForWatches(1);
+  ASSERT_TRUE(source.Add("ns", "b").ok());
+  absl::MutexLock lock(&mu);
+  auto two = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return seen.size() >= 2;
+  };
+  mu.Await(absl::Condition(&two));
+  // The initial add is delivered before the informer counts as synced; the
+  // live one after.
+  EXPECT_EQ(seen, (std::vector<std::string>{"a cached", "b synced cached"}));
+}
+
+TEST(SharedInformerTest, IndexesFollowUpdatesAndAddIndexersWorksAfterSync) {
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a", {{"app", "web"}}, "node-1").ok());
+  ASSERT_TRUE(source.Add("other", "b", {{"app", "db"}}, "node-1").ok());
+  SharedIndexInformer::Options o = Opts();
+  o.indexers[LabelIndexName("app")] = LabelIndexFunc("app");
+  Recorder rec;
+  SharedIndexInformer informer(&source, o);
+  ASSERT_TRUE(informer.AddEventHandler(&rec).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  const Indexer& idx = informer.GetIndexer();
+  EXPECT_EQ(idx.ByIndex(kNamespaceIndex, "ns")->size(), 1u);
+  EXPECT_EQ(idx.ByIndex(LabelIndexName("app"), "web")->size(), 1u);
+  // Added after the cache is populated: existing objects get indexed.
+  ASSERT_TRUE(informer
+                  .AddIndexers({{FieldIndexName("spec.nodeName"),
+                                 FieldIndexFunc("spec.nodeName")}})
+                  .ok());
+  EXPECT_EQ(idx.ByIndex(FieldIndexName("spec.nodeName"), "node-1")->size(),
+            2u);
+  source.WaitForWatches(1);
+  ASSERT_TRUE(source.Modify("ns", "a", {{"app", "db"}}, "node-2").ok());
+  rec.WaitFor(3);
+  EXPECT_EQ(idx.ByIndex(LabelIndexName("app"), "web")->size(), 0u);
+  EXPECT_EQ(idx.ByIndex(LabelIndexName("app"), "db")->size(), 2u);
+  EXPECT_EQ(idx.ByIndex(FieldIndexName("spec.nodeName"), "node-2")->size(),
+            1u);
+}
+
+TEST(SharedInformerTest, RemovedHandlerGetsNothingMore) {
+  FakeSource source;
+  Recorder keep, drop;
+  SharedIndexInformer informer(&source, Opts());
+  ASSERT_TRUE(informer.AddEventHandler(&keep).ok());
+  auto reg = informer.AddEventHandler(&drop);
+  ASSERT_TRUE(reg.ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  source.WaitForWatches(1);
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  drop.WaitFor(1);
+  ASSERT_TRUE(informer.RemoveEventHandler(*reg).ok());
+  EXPECT_FALSE(informer.RemoveEventHandler(*reg).ok());
+  ASSERT_TRUE(source.Add("ns", "b").ok());
+  keep.WaitFor(2);
+  EXPECT_EQ(drop.events().size(), 1u);
+}
+
+TEST(SharedInformerTest, SetTransformRunsBeforeCachingAndOnlyBeforeStart) {
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a", {{"secret", "x"}, {"app", "web"}}).ok());
+  SharedIndexInformer informer(&source, Opts());
+  ASSERT_TRUE(informer
+                  .SetTransform([](ObjectPtr obj) -> absl::StatusOr<ObjectPtr> {
+                    ObjectBuilder b;
+                    b.SetNamespace(obj->namespace_()).SetName(obj->name())
+                        .SetResourceVersion(obj->resource_version());
+                    for (const auto& [k, v] : obj->labels()) {
+                      if (k != "secret") b.AddLabel(k, v);
+                    }
+                    return b.Build();
+                  })
+                  .ok());
+  ASSERT_TRUE(informer.Start().ok());
+  EXPECT_FALSE(informer.SetTransform(nullptr).ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  ObjectPtr a = informer.GetIndexer().GetByKey("ns/a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->Label("secret"), nullptr);
+  EXPECT_NE(a->Label("app"), nullptr);
+}
+
+TEST(SharedInformerTest, ConcurrentReadersWhileEventsFlow) {
+  FakeSource source;
+  Recorder rec;
+  SharedIndexInformer informer(&source, Opts());
+  ASSERT_TRUE(informer.AddEventHandler(&rec).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  source.WaitForWatches(1);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&] {
+      while (!done.load()) {
+        for (const ObjectPtr& o : informer.GetIndexer().List()) {
+          ASSERT_FALSE(o->name().empty());
+        }
+        (void)informer.GetIndexer().ByIndex(kNamespaceIndex, "ns");
+      }
+    });
+  }
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(source.Add("ns", absl::StrCat("p", i)).ok());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(source.Delete("ns", absl::StrCat("p", i)).ok());
+    }
+  }
+  rec.WaitFor(200 + 67);
+  done = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(informer.GetIndexer().ListKeys().size(), 200u - 67u);
+}
+
+}  // namespace
+}  // namespace informer

@@ -1,0 +1,67 @@
+#ifndef INFORMER_LISTWATCH_LISTER_WATCHER_H_
+#define INFORMER_LISTWATCH_LISTER_WATCHER_H_
+
+// The seam between a reflector and whatever serves a resource: the real API
+// client (informer/client), the API server emulator, or an in-process fake in
+// tests (client-go's cache.ListerWatcher).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "informer/object/wire.h"
+
+namespace informer {
+
+struct ListOptions {
+  std::string resource_version;        // "" = most recent (quorum read)
+  std::string resource_version_match;  // "", "NotOlderThan", "Exact"
+  int64_t limit = 0;                   // 0 = no paging
+  std::string continue_token;
+  std::string label_selector;
+  std::string field_selector;
+};
+
+struct WatchOptions {
+  std::string resource_version;
+  std::string resource_version_match;
+  bool allow_watch_bookmarks = true;
+  bool send_initial_events = false;
+  absl::Duration timeout = absl::ZeroDuration();  // 0 = server default
+  std::string label_selector;
+  std::string field_selector;
+};
+
+// A live watch. Next() is called from one thread; Stop() from any thread,
+// any number of times, and makes a blocked Next() return Cancelled.
+class WatchStream {
+ public:
+  virtual ~WatchStream() = default;
+  // OK: *event holds the next event. OutOfRange: the server ended the
+  // stream normally (e.g. timeoutSeconds). Cancelled: Stop() was called.
+  // Anything else: the stream broke (its message says how).
+  virtual absl::Status Next(WatchEvent* event) = 0;
+  virtual void Stop() = 0;
+};
+
+// Thread-safe: List and Watch may be called concurrently.
+class ListerWatcher {
+ public:
+  virtual ~ListerWatcher() = default;
+  // Errors carry the API server's meaning in their code: e.g. a 410 Expired
+  // is FAILED_PRECONDITION whose message starts with "410", see
+  // api_error.h once the API client exists.
+  virtual absl::StatusOr<ObjectList> List(const ListOptions& options) = 0;
+  virtual absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
+      const WatchOptions& options) = 0;
+  // Response body bytes received so far by List and Watch (for metrics);
+  // 0 for sources that do not count, e.g. in-process fakes.
+  virtual uint64_t BytesReceived() const { return 0; }
+};
+
+}  // namespace informer
+
+#endif  // INFORMER_LISTWATCH_LISTER_WATCHER_H_

@@ -1,0 +1,377 @@
+#include "informer/object/object.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "informer/object/json_decode.h"
+#include "simdjson.h"
+
+namespace informer {
+namespace {
+
+using json_internal::ParsedJson;
+
+// Heap bytes of a std::string beyond the object itself (0 when the text fits
+// the small-string buffer).
+size_t StringHeap(const std::string& s) {
+  return s.capacity() > 15 ? s.capacity() + 1 : 0;
+}
+
+size_t PairsHeap(const std::vector<std::pair<std::string, std::string>>& v) {
+  size_t n = v.capacity() * sizeof(v[0]);
+  for (const auto& kv : v) n += StringHeap(kv.first) + StringHeap(kv.second);
+  return n;
+}
+
+const std::string* FindSorted(
+    const std::vector<std::pair<std::string, std::string>>& v,
+    absl::string_view key) {
+  auto it = std::lower_bound(
+      v.begin(), v.end(), key,
+      [](const std::pair<std::string, std::string>& kv, absl::string_view k) {
+        return absl::string_view(kv.first) < k;
+      });
+  if (it == v.end() || it->first != key) return nullptr;
+  return &it->second;
+}
+
+// Sorts by key; for duplicate keys the last added wins (like a JSON object
+// decoded into a Go map).
+void SortUnique(std::vector<std::pair<std::string, std::string>>* v) {
+  std::stable_sort(v->begin(), v->end(), [](const auto& a, const auto& b) {
+    return a.first < b.first;
+  });
+  auto out = v->begin();
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    auto next = it + 1;
+    if (next != v->end() && next->first == it->first) continue;
+    if (out != it) *out = std::move(*it);
+    ++out;
+  }
+  v->erase(out, v->end());
+}
+
+void AppendJsonString(absl::string_view s, std::string* out) {
+  out->push_back('"');
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x",
+                        static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out->append(buf);
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// Appends `"key":"value"` preceded by a comma unless it is the first member.
+void AppendStringMember(absl::string_view key, absl::string_view value,
+                        bool* first, std::string* out) {
+  if (!*first) out->push_back(',');
+  *first = false;
+  AppendJsonString(key, out);
+  out->push_back(':');
+  AppendJsonString(value, out);
+}
+
+void AppendStringMap(absl::string_view key,
+                     const std::vector<std::pair<std::string, std::string>>& m,
+                     bool* first, std::string* out) {
+  if (m.empty()) return;
+  if (!*first) out->push_back(',');
+  *first = false;
+  AppendJsonString(key, out);
+  out->append(":{");
+  bool inner_first = true;
+  for (const auto& kv : m) {
+    AppendStringMember(kv.first, kv.second, &inner_first, out);
+  }
+  out->push_back('}');
+}
+
+void AppendFieldValue(simdjson::dom::element e, std::vector<std::string>* out) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::STRING: {
+      std::string_view s;
+      if (!e.get_string().get(s)) out->emplace_back(s.data(), s.size());
+      return;
+    }
+    case simdjson::dom::element_type::BOOL: {
+      bool b = false;
+      if (!e.get_bool().get(b)) out->emplace_back(b ? "true" : "false");
+      return;
+    }
+    case simdjson::dom::element_type::INT64: {
+      int64_t v = 0;
+      if (!e.get_int64().get(v)) out->push_back(absl::StrCat(v));
+      return;
+    }
+    case simdjson::dom::element_type::UINT64: {
+      uint64_t v = 0;
+      if (!e.get_uint64().get(v)) out->push_back(absl::StrCat(v));
+      return;
+    }
+    case simdjson::dom::element_type::NULL_VALUE:
+      return;  // null means "not set"
+    default:
+      // Doubles and objects: their compact JSON text.
+      out->push_back(simdjson::minify(e));
+      return;
+  }
+}
+
+// Walks `parts` from `e`. Arrays fan out without consuming a path part. A key
+// containing dots (e.g. an annotation "example.com/owner") is found by
+// joining consecutive parts when the single part is absent.
+void CollectFieldValues(simdjson::dom::element e,
+                        const std::vector<absl::string_view>& parts, size_t i,
+                        std::vector<std::string>* out) {
+  if (e.type() == simdjson::dom::element_type::ARRAY) {
+    simdjson::dom::array arr;
+    if (e.get_array().get(arr)) return;
+    for (simdjson::dom::element child : arr) {
+      CollectFieldValues(child, parts, i, out);
+    }
+    return;
+  }
+  if (i == parts.size()) {
+    AppendFieldValue(e, out);
+    return;
+  }
+  simdjson::dom::object obj;
+  if (e.get_object().get(obj)) return;
+  std::string key(parts[i]);
+  for (size_t j = i; j < parts.size(); ++j) {
+    if (j > i) absl::StrAppend(&key, ".", parts[j]);
+    simdjson::dom::element child;
+    if (!obj.at_key(key).get(child)) {
+      CollectFieldValues(child, parts, j + 1, out);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ObjectPtr> Object::Parse(absl::string_view json,
+                                        const TransformOptions& transform) {
+  const std::shared_ptr<const json_internal::DropNode> drops =
+      json_internal::BuildDropTree(transform);
+  return json_internal::WithParsedJson(
+      json, [&](ParsedJson& parsed) -> absl::StatusOr<ObjectPtr> {
+        absl::Status st = parsed.Parse(json);
+        if (!st.ok()) return st;
+        return json_internal::BuildObject(parsed.root(), parsed.compact(),
+                                          *drops, "");
+      });
+}
+
+const std::string* Object::Label(absl::string_view key) const {
+  return FindSorted(labels_, key);
+}
+
+const std::string* Object::Annotation(absl::string_view key) const {
+  return FindSorted(annotations_, key);
+}
+
+std::vector<std::string> Object::FieldValues(absl::string_view path) const {
+  std::vector<std::string> out;
+  if (path.empty()) return out;
+  const std::vector<absl::string_view> parts = absl::StrSplit(path, '.');
+  json_internal::WithParsedJson(json_, [&](ParsedJson& parsed) {
+    // json_ was validated when the object was built (or synthesised by
+    // ObjectBuilder); a failure here means "no values".
+    if (!parsed.Parse(json_).ok()) return 0;
+    CollectFieldValues(parsed.root(), parts, 0, &out);
+    return 0;
+  });
+  return out;
+}
+
+size_t Object::MemoryUsage() const {
+  size_t n = sizeof(Object);
+  n += StringHeap(json_) + StringHeap(api_version_) + StringHeap(kind_) +
+       StringHeap(key_) + StringHeap(uid_) + StringHeap(resource_version_) +
+       StringHeap(deletion_timestamp_);
+  n += PairsHeap(labels_) + PairsHeap(annotations_);
+  n += owner_references_.capacity() * sizeof(OwnerReference);
+  for (const OwnerReference& r : owner_references_) {
+    n += StringHeap(r.api_version) + StringHeap(r.kind) + StringHeap(r.name) +
+         StringHeap(r.uid);
+  }
+  return n;
+}
+
+ObjectBuilder::ObjectBuilder() : obj_(new Object()) {}
+
+ObjectBuilder& ObjectBuilder::SetJson(std::string json) {
+  obj_->json_ = std::move(json);
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::SetApiVersion(absl::string_view v) {
+  obj_->api_version_ = std::string(v);
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::SetKind(absl::string_view v) {
+  obj_->kind_ = std::string(v);
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::SetNamespace(absl::string_view v) {
+  ns_ = std::string(v);
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::SetName(absl::string_view v) {
+  name_ = std::string(v);
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::SetUid(absl::string_view v) {
+  obj_->uid_ = std::string(v);
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::SetResourceVersion(absl::string_view v) {
+  obj_->resource_version_ = std::string(v);
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::SetGeneration(int64_t v) {
+  obj_->generation_ = v;
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::SetDeletionTimestamp(absl::string_view v) {
+  obj_->deletion_timestamp_ = std::string(v);
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::AddLabel(absl::string_view k,
+                                       absl::string_view v) {
+  obj_->labels_.emplace_back(std::string(k), std::string(v));
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::AddAnnotation(absl::string_view k,
+                                            absl::string_view v) {
+  obj_->annotations_.emplace_back(std::string(k), std::string(v));
+  return *this;
+}
+ObjectBuilder& ObjectBuilder::AddOwnerReference(OwnerReference ref) {
+  obj_->owner_references_.push_back(std::move(ref));
+  return *this;
+}
+
+ObjectPtr ObjectBuilder::Build() {
+  std::unique_ptr<Object> obj = std::move(obj_);
+  obj_.reset(new Object());
+  obj->key_ = MetaNamespaceKey(ns_, name_);
+  obj->ns_size_ = ns_.size();
+  SortUnique(&obj->labels_);
+  SortUnique(&obj->annotations_);
+  obj->labels_.shrink_to_fit();
+  obj->annotations_.shrink_to_fit();
+  obj->owner_references_.shrink_to_fit();
+  if (obj->json_.empty()) {
+    std::string& out = obj->json_;
+    out.push_back('{');
+    bool first = true;
+    if (!obj->api_version_.empty()) {
+      AppendStringMember("apiVersion", obj->api_version_, &first, &out);
+    }
+    if (!obj->kind_.empty()) {
+      AppendStringMember("kind", obj->kind_, &first, &out);
+    }
+    if (!first) out.push_back(',');
+    out.append("\"metadata\":{");
+    bool m = true;
+    AppendStringMember("name", name_, &m, &out);
+    if (!ns_.empty()) {
+      AppendStringMember("namespace", ns_, &m, &out);
+    }
+    if (!obj->uid_.empty()) AppendStringMember("uid", obj->uid_, &m, &out);
+    if (!obj->resource_version_.empty()) {
+      AppendStringMember("resourceVersion", obj->resource_version_, &m, &out);
+    }
+    if (obj->generation_ != 0) {
+      absl::StrAppend(&out, ",\"generation\":", obj->generation_);
+    }
+    if (!obj->deletion_timestamp_.empty()) {
+      AppendStringMember("deletionTimestamp", obj->deletion_timestamp_, &m,
+                         &out);
+    }
+    AppendStringMap("labels", obj->labels_, &m, &out);
+    AppendStringMap("annotations", obj->annotations_, &m, &out);
+    if (!obj->owner_references_.empty()) {
+      out.append(",\"ownerReferences\":[");
+      bool first_ref = true;
+      for (const OwnerReference& r : obj->owner_references_) {
+        if (!first_ref) out.push_back(',');
+        first_ref = false;
+        out.push_back('{');
+        bool f = true;
+        AppendStringMember("apiVersion", r.api_version, &f, &out);
+        AppendStringMember("kind", r.kind, &f, &out);
+        AppendStringMember("name", r.name, &f, &out);
+        AppendStringMember("uid", r.uid, &f, &out);
+        if (r.controller) out.append(",\"controller\":true");
+        if (r.block_owner_deletion) out.append(",\"blockOwnerDeletion\":true");
+        out.push_back('}');
+      }
+      out.push_back(']');
+    }
+    out.append("}}");
+    out.shrink_to_fit();
+  }
+  ns_.clear();
+  name_.clear();
+  return ObjectPtr(obj.release());
+}
+
+std::string MetaNamespaceKey(absl::string_view ns, absl::string_view name) {
+  if (ns.empty()) return std::string(name);
+  return absl::StrCat(ns, "/", name);
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> SplitMetaNamespaceKey(
+    absl::string_view key) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(key, '/');
+  if (parts.size() > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected key format \"", key, "\": more than one '/'"));
+  }
+  absl::string_view ns = parts.size() == 2 ? parts[0] : absl::string_view();
+  absl::string_view name = parts.back();
+  if (name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected key format \"", key, "\": empty name"));
+  }
+  return std::make_pair(std::string(ns), std::string(name));
+}
+
+}  // namespace informer

@@ -1,0 +1,159 @@
+#ifndef INFORMER_OBJECT_OBJECT_H_
+#define INFORMER_OBJECT_OBJECT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace informer {
+
+// String type policy: every interface of ours takes and returns
+// absl::string_view (Debian's Abseil 20220623 does not alias it to
+// std::string_view). Conversions to std::string_view (simdjson) happen only
+// inside the .cc files that call such libraries.
+
+struct OwnerReference {
+  std::string api_version;
+  std::string kind;
+  std::string name;
+  std::string uid;
+  bool controller = false;
+  bool block_owner_deletion = false;
+};
+
+// What happens to an object's JSON before it is cached (client-go's
+// SetTransform). Applied once at decode time.
+struct TransformOptions {
+  // client-go caches keep metadata.managedFields, often half of an object's
+  // bytes; nobody reading a cache needs them.
+  bool drop_managed_fields = true;
+  // Further dotted field paths to remove, e.g. "metadata.annotations" or
+  // "status.containerStatuses". A path that does not exist is ignored.
+  std::vector<std::string> drop_fields;
+};
+
+class Object;
+using ObjectPtr = std::shared_ptr<const Object>;
+
+// Object is one cached Kubernetes object: its compact JSON text (after the
+// transform) plus the metadata extracted once at decode time.
+//
+// Immutable once built and shared by every holder (store, FIFO, handlers,
+// streams) through ObjectPtr, so it is safe to read from any thread without
+// locking. Build one with Object::Parse (or FromParts in tests).
+class Object {
+ public:
+  // Decodes one object from JSON text, applying `transform`. Returns
+  // InvalidArgument naming the problem (and byte offset where known) for
+  // malformed JSON, a non-object top level, or a missing metadata.name.
+  static absl::StatusOr<ObjectPtr> Parse(
+      absl::string_view json, const TransformOptions& transform = {});
+
+  // The compact JSON text as cached (transform applied).
+  absl::string_view json() const { return json_; }
+
+  absl::string_view api_version() const { return api_version_; }
+  absl::string_view kind() const { return kind_; }
+  absl::string_view namespace_() const {
+    return absl::string_view(key_.data(), ns_size_);
+  }
+  absl::string_view name() const {
+    return ns_size_ == 0 ? absl::string_view(key_)
+                         : absl::string_view(key_).substr(ns_size_ + 1);
+  }
+  absl::string_view uid() const { return uid_; }
+  absl::string_view resource_version() const { return resource_version_; }
+  int64_t generation() const { return generation_; }
+  // Empty when the object is not being deleted.
+  absl::string_view deletion_timestamp() const { return deletion_timestamp_; }
+
+  // Sorted by key.
+  const std::vector<std::pair<std::string, std::string>>& labels() const {
+    return labels_;
+  }
+  const std::vector<std::pair<std::string, std::string>>& annotations() const {
+    return annotations_;
+  }
+  const std::vector<OwnerReference>& owner_references() const {
+    return owner_references_;
+  }
+
+  // Label value lookup (binary search). nullptr when absent.
+  const std::string* Label(absl::string_view key) const;
+  const std::string* Annotation(absl::string_view key) const;
+
+  // Values found at a dotted field path into the JSON (e.g. "spec.nodeName",
+  // "metadata.labels.app"). Strings are returned unquoted, numbers and bools
+  // as their JSON text; an array along the path yields one value per element
+  // ("spec.containers.image"). Missing path -> empty vector.
+  std::vector<std::string> FieldValues(absl::string_view path) const;
+
+  // Approximate heap bytes held by this object (for metrics and benchmarks).
+  size_t MemoryUsage() const;
+
+  // The cache key: "namespace/name", or "name" for cluster-scoped objects.
+  // Built once with the object: every queue, store and index asks for it.
+  const std::string& Key() const { return key_; }
+
+ private:
+  Object() = default;
+  friend class ObjectBuilder;
+
+  std::string json_;
+  std::string api_version_;
+  std::string kind_;
+  // MetaNamespaceKey(namespace, name); the namespace is its first ns_size_
+  // bytes, the name follows the '/' (the whole key when ns_size_ is 0).
+  std::string key_;
+  size_t ns_size_ = 0;
+  std::string uid_;
+  std::string resource_version_;
+  std::string deletion_timestamp_;
+  int64_t generation_ = 0;
+  std::vector<std::pair<std::string, std::string>> labels_;
+  std::vector<std::pair<std::string, std::string>> annotations_;
+  std::vector<OwnerReference> owner_references_;
+};
+
+// Builds Objects field by field: the decoder uses it, and so do tests that
+// want an object without writing JSON. Build() synthesises compact JSON from
+// the fields when no JSON was given.
+class ObjectBuilder {
+ public:
+  ObjectBuilder();
+  ObjectBuilder& SetJson(std::string json);
+  ObjectBuilder& SetApiVersion(absl::string_view v);
+  ObjectBuilder& SetKind(absl::string_view v);
+  ObjectBuilder& SetNamespace(absl::string_view v);
+  ObjectBuilder& SetName(absl::string_view v);
+  ObjectBuilder& SetUid(absl::string_view v);
+  ObjectBuilder& SetResourceVersion(absl::string_view v);
+  ObjectBuilder& SetGeneration(int64_t v);
+  ObjectBuilder& SetDeletionTimestamp(absl::string_view v);
+  ObjectBuilder& AddLabel(absl::string_view k, absl::string_view v);
+  ObjectBuilder& AddAnnotation(absl::string_view k, absl::string_view v);
+  ObjectBuilder& AddOwnerReference(OwnerReference ref);
+  ObjectPtr Build();
+
+ private:
+  std::unique_ptr<Object> obj_;
+  std::string ns_;
+  std::string name_;
+};
+
+// Key function (client-go's MetaNamespaceKeyFunc) and its inverse.
+std::string MetaNamespaceKey(absl::string_view ns, absl::string_view name);
+// "ns/name" -> {ns, name}; "name" -> {"", name}. InvalidArgument for more than
+// one '/' or an empty name.
+absl::StatusOr<std::pair<std::string, std::string>> SplitMetaNamespaceKey(
+    absl::string_view key);
+
+}  // namespace informer
+
+#endif  // INFORMER_OBJECT_OBJECT_H_

@@ -1,0 +1,659 @@
+#include "informer/object/streaming_list_decoder.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "informer/object/json_decode.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+namespace informer {
+namespace {
+
+using json_internal::kByteClasses;
+using json_internal::kClose;
+using json_internal::kOpen;
+using json_internal::kOther;
+using json_internal::kQuote;
+
+inline bool IsSpace(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+// The first '"' or '\\' in [p, end), or end. Most of a Kubernetes object's
+// bytes are inside strings, so this loop is where the splitter spends its
+// time: 16 bytes per step.
+inline const char* FindQuoteOrBackslash(const char* p, const char* end) {
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  while (end - p >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const int mask = _mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  while (p < end && *p != '"' && *p != '\\') ++p;
+  return p;
+}
+
+#ifdef __SSE2__
+// Bit i of each mask is set when byte i of the 64-byte block at `p` is a
+// quote, a backslash, an opening or a closing bracket ('{' '[' / '}' ']').
+struct BlockMasks {
+  uint64_t quote, backslash, open, close;
+};
+
+inline BlockMasks ClassifyBlock(const char* p) {
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  // '{' (0x7b) and '[' (0x5b), '}' (0x7d) and ']' (0x5d) differ only in
+  // bit 0x20: one compare each after setting it.
+  const __m128i bit = _mm_set1_epi8(0x20);
+  const __m128i open = _mm_set1_epi8('{');
+  const __m128i close = _mm_set1_epi8('}');
+  BlockMasks m = {0, 0, 0, 0};
+  for (int i = 0; i < 4; ++i) {
+    const __m128i v =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
+    const __m128i folded = _mm_or_si128(v, bit);
+    const int shift = 16 * i;
+    m.quote |= static_cast<uint64_t>(static_cast<uint32_t>(
+                   _mm_movemask_epi8(_mm_cmpeq_epi8(v, quote))))
+               << shift;
+    m.backslash |= static_cast<uint64_t>(static_cast<uint32_t>(
+                       _mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash))))
+                   << shift;
+    m.open |= static_cast<uint64_t>(static_cast<uint32_t>(
+                  _mm_movemask_epi8(_mm_cmpeq_epi8(folded, open))))
+              << shift;
+    m.close |= static_cast<uint64_t>(static_cast<uint32_t>(
+                   _mm_movemask_epi8(_mm_cmpeq_epi8(folded, close))))
+               << shift;
+  }
+  return m;
+}
+
+// Bit i of the result is the XOR of bits 0..i of x: with x the quotes of a
+// block, the bytes from an opening quote up to (not including) its closing
+// quote.
+inline uint64_t PrefixXor(uint64_t x) {
+  x ^= x << 1;
+  x ^= x << 2;
+  x ^= x << 4;
+  x ^= x << 8;
+  x ^= x << 16;
+  x ^= x << 32;
+  return x;
+}
+#endif
+
+std::string Printable(char c) {
+  if (static_cast<unsigned char>(c) < 0x20 ||
+      static_cast<unsigned char>(c) >= 0x7f) {
+    return absl::StrCat(
+        "byte 0x", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+  }
+  return absl::StrCat("'", std::string(1, c), "'");
+}
+
+absl::Status Prefixed(absl::string_view prefix, const absl::Status& st) {
+  return absl::Status(st.code(), absl::StrCat(prefix, st.message()));
+}
+
+}  // namespace
+
+ListItemSplitter::ListItemSplitter(ItemFn on_item)
+    : on_item_(std::move(on_item)) {}
+
+absl::Status ListItemSplitter::Fail(absl::string_view what) {
+  if (status_.ok()) {
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat("list: items[", item_count_, "]: ", what));
+  }
+  return status_;
+}
+
+const char* ListItemSplitter::ScanEnvelope(const char* p, const char* end) {
+  // The envelope is small (kind, apiVersion, metadata): a plain byte loop.
+  for (; p < end; ++p) {
+    const char c = *p;
+    envelope_.push_back(c);
+    if (env_in_string_) {
+      if (env_escape_) {
+        env_escape_ = false;
+        // An escaped key is never taken for "items" (the raw bytes differ);
+        // it then stays in the envelope, where DecodeList sees it.
+        if (key_state_ == KeyState::kInKey) key_.push_back('\\');
+      } else if (c == '\\') {
+        env_escape_ = true;
+      } else if (c == '"') {
+        env_in_string_ = false;
+        if (key_state_ == KeyState::kInKey) key_state_ = KeyState::kAfterKey;
+      } else if (key_state_ == KeyState::kInKey && key_.size() <= 5) {
+        key_.push_back(c);
+      }
+      continue;
+    }
+    if (IsSpace(c)) continue;
+    const bool member_level = env_depth_ == 1;
+    switch (c) {
+      case '"':
+        env_in_string_ = true;
+        if (member_level && key_state_ == KeyState::kExpectKey) {
+          key_state_ = KeyState::kInKey;
+          key_.clear();
+        } else if (member_level && key_state_ == KeyState::kExpectValue) {
+          key_state_ = KeyState::kValue;
+        }
+        break;
+      case '[':
+      case '{':
+        if (member_level && key_state_ == KeyState::kExpectValue) {
+          key_state_ = KeyState::kValue;
+          if (c == '[' && key_ == "items") {
+            if (found_items_) {
+              // Feed returns status_, which Fail sets.
+              Fail("duplicate top-level \"items\" member").IgnoreError();
+              return end;
+            }
+            found_items_ = true;
+            phase_ = Phase::kBeforeItem;
+            return p + 1;
+          }
+        }
+        ++env_depth_;
+        if (env_depth_ == 1 && c == '{') key_state_ = KeyState::kExpectKey;
+        break;
+      case '}':
+      case ']':
+        --env_depth_;
+        break;
+      case ':':
+        if (member_level && key_state_ == KeyState::kAfterKey) {
+          key_state_ = KeyState::kExpectValue;
+        }
+        break;
+      case ',':
+        if (member_level) key_state_ = KeyState::kExpectKey;
+        break;
+      default:
+        if (member_level && key_state_ == KeyState::kExpectValue) {
+          key_state_ = KeyState::kValue;
+        }
+        break;
+    }
+  }
+  return end;
+}
+
+// Scans the current item from p; on its last byte, returns the position
+// after it with phase_ = kAfterItem. Returns end when the item continues in
+// the next chunk (the state is saved in the members).
+const char* ListItemSplitter::ScanItem(const char* p, const char* end) {
+  if (item_depth_ == 0 && !item_in_string_) {
+    // A scalar item (invalid as an object; the decoder says so): it ends
+    // before the next delimiter.
+    while (p < end && !IsSpace(*p) && *p != ',' && *p != ']' && *p != '}') {
+      ++p;
+    }
+    if (p < end) phase_ = Phase::kAfterItem;
+    return p;
+  }
+  int depth = item_depth_;
+  bool in_string = item_in_string_;
+  bool escape = item_escape_;
+  while (p < end) {
+#ifdef __SSE2__
+    // Fast path, 64 bytes at a time (simdjson's stage-1 technique): escaped
+    // characters from the backslash runs, the string mask from the prefix
+    // XOR of the unescaped quotes; only brackets outside strings are then
+    // looked at one by one.
+    if (depth > 0 && end - p >= 64) {
+      constexpr uint64_t kEven = 0x5555555555555555ULL;
+      const BlockMasks m = ClassifyBlock(p);
+      const uint64_t prev_escaped = escape ? 1 : 0;
+      const uint64_t backslash = m.backslash & ~prev_escaped;
+      const uint64_t follows_escape = (backslash << 1) | prev_escaped;
+      // Runs of backslashes starting on an odd bit, added to the backslashes
+      // so that the carry ripples through each run: the parity of each
+      // run's length decides which character after it is escaped.
+      const uint64_t odd_starts = backslash & ~kEven & ~follows_escape;
+      uint64_t even_starts = 0;
+      const bool carry =
+          __builtin_add_overflow(odd_starts, backslash, &even_starts);
+      const uint64_t escaped = (kEven ^ (even_starts << 1)) & follows_escape;
+      const uint64_t inside = PrefixXor(m.quote & ~escaped) ^
+                              (in_string ? ~uint64_t{0} : uint64_t{0});
+      uint64_t brackets = (m.open | m.close) & ~inside;
+      bool done = false;
+      while (brackets != 0) {
+        const int i = __builtin_ctzll(brackets);
+        if ((m.open >> i) & 1) {
+          ++depth;
+        } else if (--depth == 0) {
+          p += i + 1;
+          in_string = false;
+          escape = false;
+          done = true;
+          break;
+        }
+        brackets &= brackets - 1;
+      }
+      if (done) {
+        phase_ = Phase::kAfterItem;
+        break;
+      }
+      in_string = (inside >> 63) != 0;
+      escape = carry;
+      p += 64;
+      continue;
+    }
+#endif
+    if (in_string) {
+      if (escape) {
+        escape = false;
+        ++p;
+        continue;
+      }
+      p = FindQuoteOrBackslash(p, end);
+      if (p == end) break;
+      ++p;
+      if (p[-1] == '\\') {
+        escape = true;
+        continue;
+      }
+      in_string = false;
+      if (depth == 0) {  // the item was a string
+        phase_ = Phase::kAfterItem;
+        break;
+      }
+      continue;
+    }
+    const unsigned char cls = kByteClasses.c[static_cast<unsigned char>(*p)];
+    ++p;
+    if (cls == kQuote) {
+      in_string = true;
+    } else if (cls == kOpen) {
+      ++depth;
+    } else if (cls == kClose) {
+      if (--depth == 0) {
+        phase_ = Phase::kAfterItem;
+        break;
+      }
+    }
+  }
+  item_depth_ = depth;
+  item_in_string_ = in_string;
+  item_escape_ = escape;
+  return p;
+}
+
+absl::Status ListItemSplitter::Feed(absl::string_view chunk) {
+  if (!status_.ok()) return status_;
+  const char* p = chunk.data();
+  const char* const end = p + chunk.size();
+  // Where the current item's text starts in this chunk.
+  const char* item_start = p;
+  while (p < end) {
+    switch (phase_) {
+      case Phase::kEnvelope:
+        p = ScanEnvelope(p, end);
+        if (!status_.ok()) return status_;
+        // The '[' is in the envelope; close the array there at once.
+        if (phase_ == Phase::kBeforeItem) {
+          envelope_.push_back(']');
+          head_size_ = envelope_.size();
+        }
+        break;
+      case Phase::kBeforeItem:
+      case Phase::kAfterItem: {
+        while (p < end && IsSpace(*p)) ++p;
+        if (p == end) break;
+        const char c = *p;
+        if (phase_ == Phase::kAfterItem) {
+          if (c == ',') {
+            phase_ = Phase::kBeforeItem;
+            after_comma_ = true;
+            ++p;
+          } else if (c == ']') {
+            phase_ = Phase::kEnvelope;  // envelope_ already holds the "]"
+            ++p;
+          } else {
+            return Fail(absl::StrCat("expected ',' or ']' after the item, got ",
+                                     Printable(c)));
+          }
+          break;
+        }
+        if (c == ']' && !after_comma_) {
+          phase_ = Phase::kEnvelope;
+          ++p;
+          break;
+        }
+        if (c == ',' || c == ']' || c == '}' || c == ':') {
+          return Fail(absl::StrCat("expected an item, got ", Printable(c)));
+        }
+        after_comma_ = false;
+        item_start = p;
+        item_depth_ = (c == '{' || c == '[') ? 1 : 0;
+        item_in_string_ = c == '"';
+        item_escape_ = false;
+        phase_ = Phase::kInItem;
+        // A scalar's first byte is part of the scalar scan; a container's or
+        // string's opening byte is accounted for above.
+        if (item_depth_ > 0 || item_in_string_) ++p;
+        break;
+      }
+      case Phase::kInItem: {
+        p = ScanItem(p, end);
+        if (phase_ != Phase::kAfterItem) break;  // continues in next chunk
+        absl::string_view text(item_start, static_cast<size_t>(p - item_start));
+        if (!item_buffer_.empty()) {
+          item_buffer_.append(text.data(), text.size());
+          text = item_buffer_;
+        }
+        absl::Status st = on_item_(text);
+        item_buffer_.clear();
+        if (!st.ok()) {
+          status_ = st;
+          return status_;
+        }
+        ++item_count_;
+        break;
+      }
+    }
+  }
+  if (phase_ == Phase::kInItem) {
+    // The item continues in the next chunk: keep what we have of it.
+    item_buffer_.append(item_start, static_cast<size_t>(end - item_start));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ListItemSplitter::Finish() {
+  if (!status_.ok()) return status_;
+  if (phase_ != Phase::kEnvelope) {
+    return Fail("the body ended inside the items array (truncated)");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::StatusOr<ObjectPtr> DecodeItem(absl::string_view text, size_t index,
+                                     const json_internal::DropNode& drops) {
+  absl::StatusOr<ObjectPtr> obj = json_internal::WithParsedJson(
+      text,
+      [&](json_internal::ParsedJson& parsed) -> absl::StatusOr<ObjectPtr> {
+        absl::Status st = parsed.Parse(text);
+        if (!st.ok()) return st;
+        return json_internal::BuildObject(parsed.root(), parsed.compact(),
+                                          drops, "");
+      });
+  if (!obj.ok()) {
+    return Prefixed(absl::StrCat("list: items[", index, "]: "), obj.status());
+  }
+  return obj;
+}
+
+}  // namespace
+
+// Consecutive items of the list: their texts (parallel mode), then the
+// decoded objects. Owned by Shared::batches; between being queued and done,
+// only the thread decoding it touches it.
+struct StreamingListDecoder::Batch {
+  size_t first_index = 0;
+  std::string text;          // the items' texts, back to back
+  std::vector<size_t> ends;  // end offset of each item in `text`
+  std::vector<ObjectPtr> out;
+  absl::Status status;  // the first bad item's error
+
+  void Decode(const json_internal::DropNode& drops) {
+    out.reserve(ends.size());
+    size_t begin = 0;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      absl::StatusOr<ObjectPtr> obj =
+          DecodeItem(absl::string_view(text.data() + begin, ends[i] - begin),
+                     first_index + i, drops);
+      if (!obj.ok()) {
+        status = obj.status();
+        return;
+      }
+      out.push_back(*std::move(obj));
+      begin = ends[i];
+    }
+  }
+};
+
+// What the feeding thread and the workers share.
+struct StreamingListDecoder::Shared {
+  explicit Shared(std::shared_ptr<const json_internal::DropNode> d)
+      : drops(std::move(d)) {}
+
+  const std::shared_ptr<const json_internal::DropNode> drops;
+  absl::Mutex mu;
+  // Every batch, in list order.
+  std::vector<std::unique_ptr<Batch>> batches ABSL_GUARDED_BY(mu);
+  std::deque<Batch*> pending ABSL_GUARDED_BY(mu);
+  size_t decoding ABSL_GUARDED_BY(mu) = 0;  // taken, not yet done
+  bool bad_item ABSL_GUARDED_BY(mu) = false;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  // Text buffers of decoded batches, reused (already faulted in).
+  std::vector<std::string> spare ABSL_GUARDED_BY(mu);
+  std::vector<std::thread> workers;  // the feeding thread's
+
+  // Takes the oldest pending batch, or returns null.
+  Batch* TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (pending.empty()) return nullptr;
+    Batch* b = pending.front();
+    pending.pop_front();
+    ++decoding;
+    return b;
+  }
+
+  // Decodes a batch taken with TakeLocked (mu not held while decoding).
+  void DecodeTaken(Batch* b) ABSL_LOCKS_EXCLUDED(mu) {
+    b->Decode(*drops);
+    std::string text = std::move(b->text);
+    text.clear();
+    absl::MutexLock lock(&mu);
+    --decoding;
+    if (!b->status.ok()) bad_item = true;
+    spare.push_back(std::move(text));
+  }
+
+  bool WorkOrStop() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    return stop || !pending.empty();
+  }
+  bool Idle() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    return pending.empty() && decoding == 0;
+  }
+
+  void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu) {
+    for (;;) {
+      Batch* b = nullptr;
+      {
+        absl::MutexLock lock(&mu);
+        mu.Await(absl::Condition(this, &Shared::WorkOrStop));
+        if (stop) return;
+        b = TakeLocked();
+      }
+      DecodeTaken(b);
+    }
+  }
+
+  void StopWorkers() ABSL_LOCKS_EXCLUDED(mu) {
+    {
+      absl::MutexLock lock(&mu);
+      stop = true;
+    }
+    for (std::thread& t : workers) t.join();
+    workers.clear();
+  }
+};
+
+StreamingListDecoder::StreamingListDecoder(const TransformOptions& transform)
+    : StreamingListDecoder(transform, Options()) {}
+
+StreamingListDecoder::StreamingListDecoder(const TransformOptions& transform,
+                                           Options options)
+    : transform_(transform),
+      options_(options),
+      shared_(new Shared(json_internal::BuildDropTree(transform))),
+      splitter_([this](absl::string_view item) { return OnItem(item); }) {}
+
+StreamingListDecoder::~StreamingListDecoder() { shared_->StopWorkers(); }
+
+absl::Status StreamingListDecoder::OnItem(absl::string_view text) {
+  if (current_ == nullptr) {
+    current_ = std::make_unique<Batch>();
+    current_->first_index = next_index_;
+    if (options_.decode_threads > 0) {
+      absl::MutexLock lock(&shared_->mu);
+      if (!shared_->spare.empty()) {
+        current_->text = std::move(shared_->spare.back());
+        shared_->spare.pop_back();
+      }
+    }
+    // Room for a full batch plus the item that overflows it, without the
+    // copies of geometric growth.
+    current_->text.reserve(options_.batch_bytes + (16 << 10));
+  }
+  ++next_index_;
+  if (options_.decode_threads <= 0) {
+    // Inline: decode straight from the received bytes, no copy.
+    absl::StatusOr<ObjectPtr> obj =
+        DecodeItem(text, next_index_ - 1, *shared_->drops);
+    if (!obj.ok()) return obj.status();
+    current_->out.push_back(*std::move(obj));
+    return absl::OkStatus();
+  }
+  current_->text.append(text.data(), text.size());
+  current_->ends.push_back(current_->text.size());
+  if (current_->text.size() >= options_.batch_bytes) Submit();
+  return absl::OkStatus();
+}
+
+void StreamingListDecoder::Submit() {
+  if (current_ == nullptr) return;
+  std::unique_ptr<Batch> batch = std::move(current_);
+  Batch* taken = nullptr;
+  {
+    absl::MutexLock lock(&shared_->mu);
+    shared_->batches.push_back(std::move(batch));
+    if (options_.decode_threads <= 0) return;  // decoded already
+    shared_->pending.push_back(shared_->batches.back().get());
+    // A body of one batch is decoded by the feeding thread in Finish; from
+    // the second batch on, workers help.
+    if (shared_->workers.empty() && shared_->batches.size() >= 2) {
+      for (int i = 0; i < options_.decode_threads; ++i) {
+        shared_->workers.emplace_back([s = shared_.get()] { s->WorkerLoop(); });
+      }
+    }
+    // Work is piling up: decode one batch here too (the network waits in
+    // the socket buffer meanwhile).
+    if (shared_->pending.size() >
+        static_cast<size_t>(std::max(1, options_.decode_threads))) {
+      taken = shared_->TakeLocked();
+    }
+  }
+  if (taken != nullptr) shared_->DecodeTaken(taken);
+}
+
+absl::Status StreamingListDecoder::Feed(absl::string_view chunk) {
+  if (!status_.ok()) return status_;
+  status_ = splitter_.Feed(chunk);
+  if (options_.on_head && !head_reported_ && splitter_.found_items()) {
+    head_reported_ = true;
+    // The envelope so far ends with "items":[] : closing the object makes
+    // the metadata read on its own.
+    absl::StatusOr<ObjectList> head =
+        DecodeList(absl::StrCat(absl::string_view(splitter_.envelope())
+                                    .substr(0, splitter_.head_size()),
+                                "}"),
+                   transform_);
+    if (head.ok()) options_.on_head(*head);
+  }
+  if (status_.ok() && options_.decode_threads > 0) {
+    bool bad_item = false;
+    {
+      absl::MutexLock lock(&shared_->mu);
+      bad_item = shared_->bad_item;
+    }
+    // A worker found a bad item: report the first one in list order, which
+    // may be in a batch still queued or being decoded.
+    if (bad_item) status_ = Drain();
+  }
+  failed_ = !status_.ok();
+  return status_;
+}
+
+absl::Status StreamingListDecoder::Drain() {
+  for (;;) {
+    Batch* b = nullptr;
+    {
+      absl::MutexLock lock(&shared_->mu);
+      b = shared_->TakeLocked();
+      if (b == nullptr) {
+        shared_->mu.Await(absl::Condition(shared_.get(), &Shared::Idle));
+        for (const std::unique_ptr<Batch>& done : shared_->batches) {
+          if (!done->status.ok()) return done->status;
+        }
+        return absl::OkStatus();
+      }
+    }
+    shared_->DecodeTaken(b);
+  }
+}
+
+absl::StatusOr<ObjectList> StreamingListDecoder::Finish() {
+  if (finished_) {
+    return absl::FailedPreconditionError("StreamingListDecoder: Finish twice");
+  }
+  finished_ = true;
+  if (!status_.ok()) return status_;
+  absl::Status st = splitter_.Finish();
+  Submit();
+  // Help with (or do) what is left, then wait for the workers. The first
+  // bad item's error wins over the body's: it comes first.
+  const absl::Status items = Drain();
+  shared_->StopWorkers();
+  if (!items.ok()) return items;
+  if (!st.ok()) return st;
+  std::vector<std::unique_ptr<Batch>> batches;
+  {
+    absl::MutexLock lock(&shared_->mu);
+    batches = std::move(shared_->batches);
+  }
+  // The envelope (the list without its items) is small: decoding it with
+  // DecodeList validates it and reads the list metadata exactly as a whole
+  // body would be read.
+  absl::StatusOr<ObjectList> list =
+      DecodeList(splitter_.envelope(), transform_);
+  if (!list.ok()) return list.status();
+  if (splitter_.found_items()) {
+    if (!list->items.empty()) {
+      return absl::InvalidArgumentError(
+          "list: more than one top-level \"items\" member");
+    }
+    size_t total = 0;
+    for (const std::unique_ptr<Batch>& b : batches) total += b->out.size();
+    list->items.reserve(total);
+    for (std::unique_ptr<Batch>& b : batches) {
+      for (ObjectPtr& o : b->out) list->items.push_back(std::move(o));
+    }
+  }
+  return list;
+}
+
+}  // namespace informer

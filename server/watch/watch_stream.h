@@ -1,0 +1,296 @@
+#ifndef SERVER_WATCH_WATCH_STREAM_H_
+#define SERVER_WATCH_WATCH_STREAM_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "informer/util/clock.h"
+#include "proto/informer/v1/informer.grpc.pb.h"
+#include "server/config/informer_registry.h"
+
+namespace server {
+
+// Tuning of Informer.Watch streams.
+struct WatchOptions {
+  // Pending events of one stream at which they start coalescing per object
+  // key (to the difference between what the client was last sent and the
+  // current state).
+  size_t max_queue = 1024;
+  // Hard cap: a stream whose coalesced queue still holds more distinct
+  // object keys than this ends with RESOURCE_EXHAUSTED.
+  size_t max_pending_keys = 65536;
+  // A stream that wrote nothing for this long gets a BOOKMARK.
+  absl::Duration bookmark_interval = absl::Seconds(5);
+  // Events each resource's fan-out keeps so that reconnecting streams can
+  // resume after their last token (0: no history, every resume is a RESET).
+  size_t history_size = 10000;
+  // Adaptive batching: a stream that wrote less than this long ago gathers
+  // its events until the window after that write ends, so a busy stream
+  // sends several events per message (gRPC's per-message cost dominates
+  // fan-out); a stream quiet for longer writes at once. Zero: every event
+  // is written as soon as no write is in flight.
+  absl::Duration batch_window = absl::ZeroDuration();
+  // The window applies only while the hub queues at least this many events
+  // per second for its streams in total (measured over 100 ms periods), so
+  // a lightly loaded sidecar keeps writing every event at once. 0: always.
+  double batch_min_rate = 0;
+};
+
+// The shortest per-stream resync_period a request may ask for.
+inline constexpr absl::Duration kMinStreamResyncPeriod = absl::Seconds(1);
+
+// The status streams end with when the sidecar shuts down.
+inline constexpr char kShuttingDownMessage[] =
+    "sidecar shutting down, resume with your token";
+
+// Builds a serialized informer.v1.WatchResponse from events whose objects
+// were serialized beforehand (as informer.v1.Object messages in refcounted
+// grpc::Slices): the object bytes are shared, not copied, by every
+// response that carries them; only the few per-stream fields (type,
+// resourceVersion, token, flags, length prefixes) are encoded per stream.
+// Fields are written in field-number order, so the bytes equal those of
+// the equivalent WatchResponse's SerializeToString.
+//
+// Not thread-safe; reusable after Finish.
+class WatchResponseBuilder {
+ public:
+  struct Event {
+    informer::v1::EventType type = informer::v1::EVENT_TYPE_UNSPECIFIED;
+    // Serialized informer.v1.Object, or null.
+    const grpc::Slice* object = nullptr;
+    const grpc::Slice* old_object = nullptr;
+    absl::string_view resource_version;
+    absl::string_view resume_token;
+    bool initial = false;
+    bool tombstone = false;
+  };
+
+  void Add(const Event& event);
+  // Appends events encoded beforehand (`parts`, from TakeSlices: `events`
+  // whole WatchResponse.events fields), by reference.
+  void AddEncoded(const std::vector<grpc::Slice>& parts, int events);
+  int events() const { return events_; }
+  // The response so far; the builder is empty again afterwards.
+  grpc::ByteBuffer Finish();
+  // The response so far as slices (for AddEncoded); empty again afterwards.
+  std::vector<grpc::Slice> TakeSlices();
+
+ private:
+  void FlushSmall();
+
+  std::vector<grpc::Slice> slices_;
+  std::string small_;  // per-stream bytes not yet turned into a slice
+  int events_ = 0;
+};
+
+// Serializes `message` once into a refcounted slice (for
+// WatchResponseBuilder::Event::object).
+grpc::Slice SerializeToSlice(const google::protobuf::MessageLite& message);
+
+class WatchFanout;
+class WatchStreamReactor;
+
+// WatchHub serves Informer.Watch: per informer it registers ONE
+// non-blocking event handler (a WatchFanout) that fans every event out to
+// the open streams of that resource. Streams are gRPC callback reactors
+// (ServerWriteReactor over raw ByteBuffers) with one write in flight each;
+// no thread per stream.
+//
+// A stream sends the current state (ADDED, `initial`), one
+// INITIAL_STATE_DONE, then live events in the informer's order. Each write
+// carries everything queued for the stream at that moment. Objects leaving
+// the filter are sent as DELETED, entering as ADDED. When a stream's queue
+// reaches `max_queue` its events coalesce per key; past `max_pending_keys`
+// distinct keys the stream ends with RESOURCE_EXHAUSTED.
+//
+// Changes only: the fan-out keeps the state it last dispatched per key and
+// drops updates that carry the same UID and resourceVersion (the informer's
+// own resyncs, objects a relist found unchanged), so a relist reaches
+// streams as its differences only (changed objects MODIFIED, vanished ones
+// DELETED with `tombstone`).
+//
+// Resume: every event carries a token (this run's id, the fan-out's epoch
+// and a per-resource sequence number). Each fan-out keeps the last
+// `history_size` events, each with the state its object had before. A
+// stream resuming from sequence S rebuilds what the client held at S
+// (today's state with every key touched after S rolled back to its state
+// at S, through the request's filter), then replays the events after S
+// through the same filter logic as a live stream, so enter/leave events are
+// exact. A token of another run or resource, a malformed one, or one older
+// than the history gets RESET and a fresh initial state.
+//
+// Tokens inside a coalesced run (a slow stream's queue collapsed per key)
+// name the position before the run, except the run's last event, which
+// names the position after it: resuming from the middle of a run re-sends
+// the run's remaining differences, never skips one.
+//
+// Per-stream resync (`resync_period`, >= 1 s): every period the stream
+// queues a SYNC event for every object it holds.
+//
+// Before the informer synced, a Watch waits (no error): its initial state
+// goes out once the informer synced (a per-resource waiter thread exists
+// only while such streams wait).
+//
+// Objects: each object state is serialized once per encoding and the same
+// bytes (a refcounted slice) go to every stream that sends it.
+//
+// One background thread (started with the first stream) sends BOOKMARKs on
+// quiet streams and SYNCs, waiting on `clock`.
+//
+// Lazy informers: a fan-out is created on the first Watch of a resource
+// and dropped when the registry retires the informer (which it does only
+// when no stream is open or waiting on it).
+//
+// Thread-safety: Open/Shutdown from any thread. The registry and clock must
+// outlive the hub; every stream must be done (the gRPC server shut down and
+// waited for) before the hub is destroyed.
+class WatchHub {
+ public:
+  WatchHub(InformerRegistry* registry, WatchOptions options,
+           informer::Clock* clock, std::string run_id);
+  ~WatchHub();
+  WatchHub(const WatchHub&) = delete;
+  WatchHub& operator=(const WatchHub&) = delete;
+
+  // Starts one Watch call (errors end the call at once with their status).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Open(
+      grpc::CallbackServerContext* context,
+      const informer::v1::WatchRequest& request);
+
+  // Ends every stream (also those waiting for a sync) with UNAVAILABLE
+  // kShuttingDownMessage; later calls get the same at once. Idempotent.
+  void Shutdown();
+
+  // Monotonic counters for metrics (read-only; cheap to read).
+  struct Counters {
+    // Events written to streams, indexed by informer::v1::EventType value.
+    std::array<uint64_t, 8> events_out{};
+    // Pending events removed by coalescing (a slow stream's queue collapsed
+    // per key).
+    uint64_t coalesced = 0;
+    // Streams ended with RESOURCE_EXHAUSTED because they fell too far
+    // behind (their pending events dropped).
+    uint64_t streams_exhausted = 0;
+  };
+  Counters GetCounters() const;
+  // The longest pending queue of any open stream right now (walks the
+  // streams: for scrapes, not hot paths).
+  size_t MaxPendingNow() const;
+
+  // --- For tests ---
+  // While paused, streams queue events but start no write.
+  void SetWritesPaused(bool paused);
+  // Blocks until the fan-outs together have handled at least `n` informer
+  // events (adds, updates including resyncs, deletes) since construction.
+  void WaitForEvents(uint64_t n) const;
+  uint64_t events() const;
+  // Blocks until exactly `n` streams are open (attached and not yet done).
+  void WaitForOpenStreams(int n) const;
+  // Blocks until exactly `n` streams wait for their informer's sync.
+  void WaitForWaitingStreams(int n) const;
+  // The largest pending queue any stream has held.
+  size_t peak_pending() const;
+
+ private:
+  friend class WatchFanout;
+  friend class WatchStreamReactor;
+
+  // The fan-out of `entry`, created (and its handler registered) on first
+  // use, so informers the registry starts later are served too.
+  absl::StatusOr<std::shared_ptr<WatchFanout>> FanoutFor(InformerEntry* entry);
+  std::vector<std::shared_ptr<WatchFanout>> Fanouts() const;
+  // The registry retires a lazy informer: forget its fan-out.
+  void Retire(InformerEntry* entry);
+  void EnsureTicker();
+  void WakeTicker();
+  void TickLoop();
+  // A stream gathering events (batch_window) asks to be flushed at `due`
+  // (or earlier, with the other waiting streams). Takes only flush_mu_ (a
+  // leaf), so streams call it under their lock.
+  void Defer(WatchStreamReactor* stream, absl::Time due)
+      ABSL_LOCKS_EXCLUDED(flush_mu_);
+  // A finished stream leaves the flush set (before it may be deleted).
+  void Undefer(WatchStreamReactor* stream) ABSL_LOCKS_EXCLUDED(flush_mu_);
+  // Flushes every waiting stream once the earliest requested flush is due.
+  void FlushLoop();
+  // Waits on the clock for `d` or until the hub stops; true if stopping.
+  bool SleepUnlessStopping(absl::Duration d);
+  // True once Shutdown started (no wait).
+  bool Stopping();
+  void NoteEvent();
+  void NoteWritten(const std::array<uint64_t, 8>& by_type);
+  void NoteCoalesced(uint64_t n);
+  void NoteExhausted();
+  void NotePending(size_t n);
+  // Whether the batching window applies now (see WatchOptions).
+  bool Batching(absl::Time now);
+  void NoteStreams(int delta);
+  void NoteWaiting(int delta);
+
+  InformerRegistry* const registry_;
+  const WatchOptions options_;
+  informer::Clock* const clock_;
+  const std::string run_id_;
+  // Read by streams under their own locks, hence not under mu_.
+  std::atomic<bool> paused_{false};
+
+  // Held while a fan-out registers its handler (which takes the
+  // informer's lock and delivers existing objects inline), so it comes
+  // before every other lock: fanouts_mu_ -> informer -> WatchFanout ->
+  // stream -> mu_.
+  mutable absl::Mutex fanouts_mu_;
+  // One per informer with Watch traffic; a lazy informer's fan-out is
+  // dropped when the registry retires it (then it has no stream).
+  std::vector<std::shared_ptr<WatchFanout>> fanouts_
+      ABSL_GUARDED_BY(fanouts_mu_);
+  uint64_t next_epoch_ ABSL_GUARDED_BY(fanouts_mu_) = 1;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool ticker_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time next_resync_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;
+  // Updated per queued event / per write by every stream: atomics, not mu_.
+  std::atomic<size_t> peak_pending_{0};
+  std::array<std::atomic<uint64_t>, 8> events_out_{};
+  std::atomic<uint64_t> coalesced_{0};
+  std::atomic<uint64_t> exhausted_{0};
+  // Events queued for streams, and the rate estimate built from it.
+  std::atomic<uint64_t> queued_{0};
+  std::atomic<int64_t> rate_since_ns_{0};
+  std::atomic<uint64_t> rate_base_{0};
+  std::atomic<bool> busy_{false};
+  int open_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread ticker_;
+  int observer_id_ = -1;
+
+  // Batching (options_.batch_window > 0): a leaf lock.
+  mutable absl::Mutex flush_mu_;
+  absl::Time flush_due_ ABSL_GUARDED_BY(flush_mu_) = absl::InfiniteFuture();
+  // Streams waiting for their window to end (alive: see OnDone).
+  absl::flat_hash_set<WatchStreamReactor*> deferred_ ABSL_GUARDED_BY(flush_mu_);
+  bool flush_stop_ ABSL_GUARDED_BY(flush_mu_) = false;
+  std::thread flusher_;
+};
+
+}  // namespace server
+
+#endif  // SERVER_WATCH_WATCH_STREAM_H_
