@@ -11,7 +11,7 @@ namespace server {
 // sync. With 4 KiB pages every first touch is a page fault, ~10 us each on
 // the VMs we measured, which made faults alone cost more than the whole
 // download; with huge pages the initial sync of 100k Pods took 45% less
-// time and the Watch fan-out ~20% less CPU (BENCHMARKS.md).
+// time and the Watch fan-out ~20% less CPU (docs/benchmarks.md).
 inline constexpr char kMallocTunables[] =
     "glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1";
 
