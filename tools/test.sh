@@ -1,46 +1,127 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then runs every test.
-#   tools/test.sh                   # fuzzers, -Wthread-safety build, bazel test //...
+#   tools/test.sh                   # every phase below, then bazel test //...
 #   tools/test.sh --config=asan     # bazel test //... under AddressSanitizer
-# Extra arguments go to `bazel test`. Bazel's summary comes last, then one
-# "N passed, N failed" line. Exits non-zero on any failure.
-set -uo pipefail
-cd "$(dirname "$0")/.."
+# Extra arguments go to `bazel test`. Phases (each prints a start line and an
+# end line with its elapsed time):
+#   layering         tools/check_layering.sh (package cycles, layering, file sizes)
+#   fuzzers          the libFuzzer targets (clang-14, ASan), each for a bounded time
+#   thread-safety    clang-14 -Wthread-safety build of our code (~6-7 min cold)
+#   node-sdk         client_sdk/node/test.sh, when that file exists
+#   bazel test //...
+# The first four are skipped under --config=asan (they are passes of their
+# own). Bazel's summary comes last, then one "N passed, N failed" line. Exits
+# non-zero on any failure. Logs are kept only when something failed: their
+# directory is printed at the end.
 
-tools/install_deps.sh || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
+status=0          # the exit code
+failed_phases=0   # phases other than bazel test that failed
+finished=0        # 1 once the summary line is printed
+suite_start=$SECONDS
 
-status=0
-logdir="$(mktemp -d "${TMPDIR:-/tmp}/informer-test.XXXXXX")"
-trap 'rm -rf "$logdir"' EXIT
-
-# Runs one extra suite quietly; shows its log only when it fails.
-extra() {  # name, command...
-  local name="$1"; shift
-  if "$@" >"$logdir/$name.log" 2>&1; then
-    echo "test.sh: $name: passed"
+# On success the logs go; on failure (or an interrupted run) they stay.
+cleanup() {
+  if { [ "$status" -eq 0 ] && [ "$finished" -eq 1 ]; } ||
+     [ -z "$(ls -A "$logdir")" ]; then
+    rm -rf "$logdir"
   else
-    status=1
-    tail -n 60 "$logdir/$name.log"
-    echo "test.sh: $name: FAILED (log above)" >&2
+    echo "test.sh: logs kept in $logdir" >&2
   fi
 }
 
-case " $* " in
-  *" --config=asan "*) ;;  # the extras below are compiler passes of their own
-  *)
-    # libFuzzer targets (clang-14, ASan), each for a bounded time.
-    extra fuzzers informer/client/fuzz/run_fuzzers.sh 20
-    # Clang's -Wthread-safety over our code: every ABSL_GUARDED_BY checked.
-    extra thread-safety-analysis bazel build --config=tsa //informer/... //server/... //emulator/...
-    ;;
-esac
+elapsed() {  # seconds -> "3m07s"
+  printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
+}
 
-bazel test //... "$@" 2>&1 | tee "$logdir/bazel.log"
-bazel_status=${PIPESTATUS[0]}
-[ "$bazel_status" -ne 0 ] && status=$bazel_status
+# Runs one phase quietly into $logdir/NAME.log; prints a start line, an end
+# line with its elapsed time, and on failure the log's tail and its path.
+phase() {  # name, command...
+  local name="$1"; shift
+  local start=$SECONDS
+  echo "test.sh: $name: started $(date +%H:%M:%S) ($*)"
+  if "$@" >"$logdir/$name.log" 2>&1; then
+    echo "test.sh: $name: passed in $(elapsed $((SECONDS - start)))"
+  else
+    status=1
+    failed_phases=$((failed_phases + 1))
+    tail -n 60 "$logdir/$name.log"
+    echo "test.sh: $name: FAILED after $(elapsed $((SECONDS - start))) (log: $logdir/$name.log)"
+  fi
+}
 
-passed=$(grep -cE '^//\S+\s+(\(cached\) )?PASSED' "$logdir/bazel.log")
-failed=$(grep -cE '^//\S+\s+.*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$logdir/bazel.log")
-if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
-echo "test.sh: $passed passed, $failed failed"
-exit "$status"
+# Node and npm from Debian, only when neither is on PATH (machines with Node
+# 20 from a package that bundles npm must not get Debian's npm: it conflicts).
+ensure_node() {
+  if command -v node >/dev/null && command -v npm >/dev/null; then return 0; fi
+  if command -v node >/dev/null || command -v npm >/dev/null; then
+    echo "test.sh: node-sdk: found only one of node and npm; install the other" >&2
+    return 1
+  fi
+  echo "test.sh: node-sdk: installing nodejs and npm (apt)"
+  local SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  { DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 update -qq &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 \
+      install -y -qq --no-install-recommends nodejs npm
+  } >"$logdir/node-install.log" 2>&1 || {
+      tail -n 30 "$logdir/node-install.log" >&2
+      echo "test.sh: node-sdk: installing nodejs and npm failed (log: $logdir/node-install.log)" >&2
+      return 1
+    }
+}
+
+node_sdk_tests() {
+  ensure_node && bash client_sdk/node/test.sh
+}
+
+main() {
+  local start=$SECONDS
+  echo "test.sh: install: started $(date +%H:%M:%S) (tools/install_deps.sh)"
+  tools/install_deps.sh || {
+    status=1
+    echo "test.sh: installing dependencies failed" >&2
+    exit 1
+  }
+  echo "test.sh: install: done in $(elapsed $((SECONDS - start)))"
+
+  case " $* " in
+    *" --config=asan "*) ;;  # the phases below are passes of their own
+    *)
+      phase layering tools/check_layering.sh
+      phase fuzzers informer/client/fuzz/run_fuzzers.sh 20
+      # Clang's -Wthread-safety over our code: every ABSL_GUARDED_BY checked.
+      phase thread-safety bazel build --config=tsa //informer/... //server/... //emulator/...
+      if [ -f client_sdk/node/test.sh ]; then
+        phase node-sdk node_sdk_tests
+      fi
+      ;;
+  esac
+
+  start=$SECONDS
+  echo "test.sh: bazel test: started $(date +%H:%M:%S) (bazel test //...${*:+ $*})"
+  bazel test //... "$@" 2>&1 | tee "$logdir/bazel.log"
+  local bazel_status=${PIPESTATUS[0]}
+  [ "$bazel_status" -ne 0 ] && status=$bazel_status
+  echo "test.sh: bazel test: $([ "$bazel_status" -eq 0 ] && echo passed || echo "FAILED (log: $logdir/bazel.log)") in $(elapsed $((SECONDS - start))); whole suite $(elapsed $((SECONDS - suite_start)))"
+
+  local passed failed
+  passed=$(grep -cE '^//\S+\s+(\(cached\) )?PASSED' "$logdir/bazel.log")
+  failed=$(grep -cE '^//\S+\s+.*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$logdir/bazel.log")
+  failed=$((failed + failed_phases))
+  if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  finished=1
+  echo "test.sh: $passed passed, $failed failed"
+  exit "$status"
+}
+
+# `source tools/test.sh` defines the functions only (to try one phase: set
+# logdir, then e.g. `phase layering tools/check_layering.sh`).
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -uo pipefail
+  cd "$(dirname "$0")/.."
+  logdir="$(mktemp -d "${TMPDIR:-/tmp}/informer-test.XXXXXX")"
+  trap cleanup EXIT
+  trap 'exit 130' INT   # run cleanup (and say where the logs are) on Ctrl-C
+  trap 'exit 143' TERM
+  main "$@"
+fi
