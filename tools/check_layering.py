@@ -15,6 +15,7 @@ Rules (see docs/architecture.md):
      directories, tests and benchmarks excluded) exceeds 900 lines.
 
 Prints every violation and exits 1 if there is any; 2 if the query fails.
+Tests: tools/check_layering_test.py.
 Reads the query's XML from --xml FILE instead of running Bazel (for tests of
 this script).
 """
