@@ -455,6 +455,7 @@ export class RemoteInformer extends EventEmitter {
         break;
       default: // BOOKMARK (and any type this SDK does not know)
         this.token = event.resumeToken;
+        this.notify();
         return;
     }
     if (event.object?.body !== 'json' || typeof event.object.json !== 'string') {
@@ -468,6 +469,7 @@ export class RemoteInformer extends EventEmitter {
       this.relisting = true;
       this.relist.set(key, obj);
       this.token = event.resumeToken;
+      this.notify();
       return;
     }
     if (event.type === 'EVENT_TYPE_DELETED') {
