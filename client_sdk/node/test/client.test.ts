@@ -168,6 +168,42 @@ describe('against a shared demo sidecar', () => {
       grpc.status.NOT_FOUND);
   });
 
+  it('WorkQueueWorker does not report an expired lease, whose key is leased again', T, async () => {
+    const name = 'node-e2e-expiry';
+    // demo/api-config only: the demo's churn never changes it.
+    await createQueue(name, 'configmaps', { target: sidecar.target, labelSelector: 'app=api', leaseTimeoutMs: 300 });
+    const leases: Lease[] = [];
+    let worker: WorkQueueWorker | null = null;
+    const fn = async (key: string, lease: Lease) => {
+      leases.push(lease);
+      if (leases.length > 1) return;
+      // Hold the first lease until the sidecar takes it back.
+      const deadline = Date.now() + TIMEOUT_MS;
+      while (!worker!.isExpired(lease.leaseId) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    worker = new WorkQueueWorker(name, fn, { target: sidecar.target, logger: { info() {}, warn() {} } });
+    worker.start();
+    try {
+      assert.ok(await worker.waitFor((w) => w.processed >= 2, TIMEOUT_MS), JSON.stringify(leases));
+      assert.deepStrictEqual(leases.map((l) => l.key), ['demo/api-config', 'demo/api-config']);
+      assert.notStrictEqual(leases[0].leaseId, leases[1].leaseId);
+      assert.strictEqual(worker.rejected, 0, 'the expired lease was reported');
+      let [stats] = await queueStats(name, { target: sidecar.target });
+      const deadline = Date.now() + TIMEOUT_MS;
+      while (stats.completed < 1 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+        [stats] = await queueStats(name, { target: sidecar.target });
+      }
+      assert.strictEqual(stats.expired, 1, JSON.stringify(stats));
+      assert.strictEqual(stats.completed, 1, JSON.stringify(stats));
+    } finally {
+      await worker.stop();
+      await deleteQueue(name, { target: sidecar.target });
+    }
+  });
+
   it('WorkQueueWorker surfaces a Lease stream error', T, async () => {
     const errors: SidecarError[] = [];
     const worker = new WorkQueueWorker('node-no-such-queue', () => {}, {
