@@ -367,7 +367,10 @@ export class RemoteInformer extends EventEmitter {
       resumeToken: this.token,
       encoding: 'ENCODING_JSON',
     };
-    const call = (this.client as any).Watch(request, callMetadata(this.opts, true)) as
+    // Not wait-for-ready: while the sidecar is unreachable every attempt
+    // fails fast with UNAVAILABLE, so the outage is reported (and retried
+    // with back-off) instead of hanging in silence.
+    const call = (this.client as any).Watch(request, callMetadata(this.opts)) as
       grpc.ClientReadableStream<{ events: WatchEvent[] }>;
     this.call = call;
     let gotEvent = false;

@@ -315,7 +315,7 @@ export class WorkQueueWorker extends EventEmitter {
     if (this.stopped || !this.client) return;
     const generation = ++this.generation;
     this.expired.clear();
-    const call = (this.client as any).Lease(callMetadata(this.opts, true)) as LeaseStream;
+    const call = (this.client as any).Lease(callMetadata(this.opts)) as LeaseStream;
     this.call = call;
     let got = false;
     let ended = false;
