@@ -408,11 +408,15 @@ export class RemoteInformer extends EventEmitter {
   private onStreamEnd(err: SidecarError | null, gotEvent: boolean): void {
     this.lastErr = err;
     if (this.stopped) return;
-    if (gotEvent) this.delayMs = this.initialBackoffMs;
+    if (gotEvent) {
+      // The stream worked: back-off and log suppression start over.
+      this.delayMs = this.initialBackoffMs;
+      this.lastLogged = '';
+    }
     const what = err ? err.message : 'stream ended by the sidecar';
     if (what !== this.lastLogged) {
-      // The same failure again (e.g. while the sidecar is down) is logged
-      // once; every failure still reaches onError and 'error'.
+      // The same failure again in a row (e.g. while the sidecar is down) is
+      // logged once; every failure still reaches onError and 'error'.
       this.logger.warn(`RemoteInformer(${this.resource}): ${what} (retrying with back-off)`);
       this.lastLogged = what;
     }
