@@ -11,7 +11,7 @@ import {
   deleteQueue, forget, objectKey, objectReference, queueStats, recordEvent,
 } from '../src';
 import { informerV1 } from '../src/proto';
-import { BINARY, TIMEOUT_MS } from './helpers';
+import { BINARY, TIMEOUT_MS, TcpProxy } from './helpers';
 
 const T = { timeout: 3 * TIMEOUT_MS };
 
@@ -200,6 +200,48 @@ describe('against a shared demo sidecar', () => {
       assert.strictEqual(stats.completed, 1, JSON.stringify(stats));
     } finally {
       await worker.stop();
+      await deleteQueue(name, { target: sidecar.target });
+    }
+  });
+
+  it('WorkQueueWorker reconnects after a cut; the broken stream\'s key is leased again', T, async () => {
+    const name = 'node-e2e-cut';
+    await createQueue(name, 'configmaps', { target: sidecar.target, labelSelector: 'app=api' });
+    const proxy = await new TcpProxy(sidecar.grpcPort).listen();
+    const leases: Lease[] = [];
+    const errors: SidecarError[] = [];
+    const fn = async (key: string, lease: Lease) => {
+      leases.push(lease);
+      if (leases.length > 1) return;
+      // The connection breaks while the first lease is held, and the lease
+      // ends once the worker holds a new stream (a new connection).
+      proxy.cut();
+      const deadline = Date.now() + TIMEOUT_MS;
+      while ((errors.length === 0 || proxy.accepted < 2) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    const worker = new WorkQueueWorker(name, fn, {
+      target: proxy.target, initialBackoffMs: 10, maxBackoffMs: 100,
+      logger: { info() {}, warn() {} }, onError: (e) => errors.push(e),
+    });
+    worker.start();
+    try {
+      assert.ok(await worker.waitFor((w) => w.processed >= 2, TIMEOUT_MS), JSON.stringify(leases));
+      assert.strictEqual(errors[0].code, grpc.status.UNAVAILABLE, errors[0].message);
+      assert.deepStrictEqual(leases.map((l) => l.key), ['demo/api-config', 'demo/api-config']);
+      assert.strictEqual(worker.rejected, 0, 'a result of the broken stream was reported');
+      let [stats] = await queueStats(name, { target: sidecar.target });
+      const deadline = Date.now() + TIMEOUT_MS;
+      while (stats.completed < 1 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+        [stats] = await queueStats(name, { target: sidecar.target });
+      }
+      assert.strictEqual(stats.returned, 1, JSON.stringify(stats));
+      assert.strictEqual(stats.completed, 1, JSON.stringify(stats));
+    } finally {
+      await worker.stop();
+      await proxy.close();
       await deleteQueue(name, { target: sidecar.target });
     }
   });
