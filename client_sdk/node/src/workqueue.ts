@@ -210,6 +210,7 @@ export class WorkQueueWorker extends EventEmitter {
   private rejectedCount = 0;
   private retryTimer: NodeJS.Timeout | null = null;
   private delayMs: number;
+  private lastLogged = '';
   private started = false;
   private stopped = false;
   private waiters: Array<{ predicate: (w: WorkQueueWorker) => boolean; resolve: (ok: boolean) => void;
@@ -339,9 +340,18 @@ export class WorkQueueWorker extends EventEmitter {
 
   private onStreamEnd(err: SidecarError | null, got: boolean): void {
     if (this.stopped) return;
-    if (got) this.delayMs = this.initialBackoffMs;
-    this.logger.warn(`WorkQueueWorker(${this.queue}): lease stream ended ` +
-      `(${err ? err.message : 'by the sidecar'}), reconnecting with back-off`);
+    if (got) {
+      // The stream worked: back-off and log suppression start over.
+      this.delayMs = this.initialBackoffMs;
+      this.lastLogged = '';
+    }
+    const what = err ? err.message : 'ended by the sidecar';
+    if (what !== this.lastLogged) {
+      // The same failure again in a row (e.g. while the sidecar is down) is
+      // logged once; every failure still reaches onError and 'error'.
+      this.logger.warn(`WorkQueueWorker(${this.queue}): lease stream: ${what} (reconnecting with back-off)`);
+      this.lastLogged = what;
+    }
     if (err) {
       try {
         this.opts.onError?.(err);
