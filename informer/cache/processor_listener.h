@@ -48,7 +48,10 @@ struct Notification {
 // need to know is lost:
 //   - a delete is never dropped for an object the handler knows: if that
 //     object is deleted, recreated and deleted again while queued, the
-//     handler gets OnDelete of the object it knew (its last known state);
+//     handler gets OnDelete of the object it knew; if a queued update
+//     replaced it by a new object (another UID) that is then deleted, the
+//     handler gets OnDelete of the object it knew, in the last state it was
+//     told, with final_state_unknown set;
 //   - an object the handler has not heard of whose Add and Delete are both
 //     queued vanishes entirely: the Add and the Delete go together, never
 //     one without the other;

@@ -122,6 +122,20 @@ TEST(CoalesceTest, DeleteThenAddOfNewObjectKeepsBoth) {
   EXPECT_EQ(tail[1].obj->resource_version(), "5");
 }
 
+TEST(CoalesceTest, DeleteAfterAnUpdateToANewUidDeletesTheKnownObject) {
+  // A relist found "a" recreated (uid1 -> uid2), then uid2 was deleted. The
+  // handler knows uid1 only: it must hear that uid1 is gone.
+  std::deque<Notification> tail;
+  CoalesceInto(&tail, Update(Obj("a", "1", "uid1"), Obj("a", "2", "uid2")));
+  CoalesceInto(&tail, Update(Obj("a", "2", "uid2"), Obj("a", "3", "uid2")));
+  CoalesceInto(&tail, Delete(Obj("a", "4", "uid2")));
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].type, Type::kDelete);
+  EXPECT_EQ(tail[0].obj->uid(), "uid1");
+  EXPECT_EQ(tail[0].obj->resource_version(), "1");
+  EXPECT_TRUE(tail[0].final_state_unknown);
+}
+
 // A handler that blocks until released and records what it saw.
 class GatedHandler : public ResourceEventHandler {
  public:
@@ -344,9 +358,16 @@ TEST(ProcessorListenerTest, RandomHistoriesStayConsistentUnderCoalescing) {
     opts.max_pending = 1 + seed % 4;
     ProcessorListener listener(&handler, opts, RealClock());
     listener.Start();
+    // The handler first learns some of the objects, then gets stuck.
+    std::map<std::string, ObjectPtr> truth;
+    for (int i = 0; i < 3; ++i) {
+      const std::string name = absl::StrCat("k", i);
+      ObjectPtr o = Obj(name, "1", absl::StrCat(name, "-1"));
+      truth[o->Key()] = o;
+      listener.Add(Add(o));
+    }
     listener.Add(Add(Obj("blocker", "1", "b")));
     handler.WaitBlocked();
-    std::map<std::string, ObjectPtr> truth;
     truth["ns/blocker"] = Obj("blocker", "1", "b");
     int next = 2;
     for (int step = 0; step < 300; ++step) {
@@ -362,6 +383,12 @@ TEST(ProcessorListenerTest, RandomHistoriesStayConsistentUnderCoalescing) {
         ObjectPtr gone = Obj(name, rv, std::string(it->second->uid()));
         truth.erase(it);
         listener.Add(Delete(gone));
+      } else if (rng() % 8 == 0) {
+        // Recreated under the same key while the watch was down: a relist
+        // reports it as an update to an object with another UID.
+        ObjectPtr o = Obj(name, rv, absl::StrCat(name, "-", rv));
+        listener.Add(Update(it->second, o));
+        it->second = o;
       } else {
         ObjectPtr o = Obj(name, rv, std::string(it->second->uid()));
         listener.Add(Update(it->second, o));
