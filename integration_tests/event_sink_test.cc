@@ -1,5 +1,6 @@
 #include "informer/record/event_sink.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -106,24 +107,73 @@ RecordOutcome RecordWithWaits(SinkRecorder& recorder, FakeClock& clock,
   return outcome;
 }
 
-TEST(IsRetryableSinkErrorTest, FollowsTheRetryPolicy) {
-  EXPECT_TRUE(IsRetryableSinkError(HttpError(500)));
-  EXPECT_TRUE(IsRetryableSinkError(HttpError(503)));
-  EXPECT_TRUE(IsRetryableSinkError(HttpError(429)));
-  EXPECT_TRUE(IsRetryableSinkError(HttpError(409, "Conflict")));
+absl::Status Throttled(int code, absl::string_view retry_after) {
+  return StatusFromHttpResponse(code, "POST", "/api/v1/namespaces/demo/events",
+                                "", retry_after);
+}
+
+absl::Status Unreachable() {
+  return ConnectionError("POST", "/api/v1/namespaces/demo/events",
+                         "Connection reset by peer");
+}
+
+TEST(IsRetryableSinkErrorTest, RetriesOnlyUnansweredOrRetryAfterRequests) {
+  // The request never got an answer: try again.
+  EXPECT_TRUE(IsRetryableSinkError(Unreachable()));
   EXPECT_TRUE(IsRetryableSinkError(absl::UnavailableError("refused")));
+  // The server asked to be asked again later.
+  EXPECT_TRUE(IsRetryableSinkError(Throttled(429, "3")));
+  EXPECT_TRUE(IsRetryableSinkError(Throttled(503, "1")));
+  EXPECT_TRUE(IsRetryableSinkError(Throttled(500, "1")));
+  // Any other answer is final: the server may have committed the POST (a
+  // 5xx after the write), so a retry could create a duplicate Event.
+  EXPECT_FALSE(IsRetryableSinkError(HttpError(500)));
+  EXPECT_FALSE(IsRetryableSinkError(HttpError(503)));
+  EXPECT_FALSE(IsRetryableSinkError(HttpError(504)));
+  EXPECT_FALSE(IsRetryableSinkError(HttpError(429)));
+  EXPECT_FALSE(IsRetryableSinkError(HttpError(409, "Conflict")));
   EXPECT_FALSE(IsRetryableSinkError(HttpError(409, "AlreadyExists")));
   EXPECT_FALSE(IsRetryableSinkError(HttpError(400)));
   EXPECT_FALSE(IsRetryableSinkError(HttpError(403)));
   EXPECT_FALSE(IsRetryableSinkError(HttpError(422)));
+  // Retry-After only means "retry" on 429 and 5xx, as in client-go's REST
+  // client; a 409 that carried one is still final.
+  EXPECT_FALSE(IsRetryableSinkError(Throttled(409, "1")));
+  // A request that could not be built will not build next time either.
+  EXPECT_FALSE(IsRetryableSinkError(absl::InvalidArgumentError("bad json")));
   EXPECT_FALSE(IsRetryableSinkError(absl::OkStatus()));
 }
 
-TEST(SinkRecorderTest, RetriesServerErrorsWithPausesOnTheClock) {
+// The outcome of Record when no retry wait is allowed: Cancel() first, so a
+// write the recorder would retry ends as kCancelled instead of parking on the
+// clock (the test then fails instead of hanging).
+RecordOutcome RecordWithoutRetry(SinkRecorder& recorder, const Event& event) {
+  recorder.Cancel();
+  return recorder.Record(event);
+}
+
+TEST(SinkRecorderTest, AnsweredFailuresAreNotRetried) {
+  const std::vector<absl::Status> answers = {
+      HttpError(500),           HttpError(503), HttpError(504),
+      HttpError(429),           HttpError(409, "Conflict"),
+      HttpError(409, "AlreadyExists")};
+  for (const absl::Status& answer : answers) {
+    FakeClock clock;
+    ScriptedSink sink;
+    sink.Push(answer);
+    SinkRecorder recorder(&sink, &clock);
+    EXPECT_EQ(RecordWithoutRetry(recorder, MakeEvent(clock.Now(), "R", "m")),
+              RecordOutcome::kRejected)
+        << answer;
+    EXPECT_EQ(sink.calls().size(), 1u) << answer;
+  }
+}
+
+TEST(SinkRecorderTest, RetriesConnectionFailuresWithPausesOnTheClock) {
   FakeClock clock;
   ScriptedSink sink;
-  sink.Push(HttpError(500));
-  sink.Push(HttpError(503));
+  sink.Push(Unreachable());
+  sink.Push(Unreachable());
   SinkRecorder recorder(&sink, &clock);
   std::vector<absl::Duration> pauses;
   EXPECT_EQ(RecordWithWaits(recorder, clock, MakeEvent(clock.Now(), "R", "m"),
@@ -134,11 +184,6 @@ TEST(SinkRecorderTest, RetriesServerErrorsWithPausesOnTheClock) {
   EXPECT_GT(pauses[0], absl::ZeroDuration());
   EXPECT_LE(pauses[0], absl::Seconds(10));
   EXPECT_EQ(pauses[1], absl::Seconds(10));
-}
-
-absl::Status Throttled(int code, absl::string_view retry_after) {
-  return StatusFromHttpResponse(code, "POST", "/api/v1/namespaces/demo/events",
-                                "", retry_after);
 }
 
 TEST(SinkRetryPauseTest, ServerRetryAfterReplacesThePause) {
@@ -181,7 +226,7 @@ TEST(SinkRecorderTest, HonoursRetryAfterOfA429) {
 TEST(SinkRecorderTest, GivesUpAfterTwelveTries) {
   FakeClock clock;
   ScriptedSink sink;
-  for (int i = 0; i < 12; ++i) sink.Push(HttpError(500));
+  for (int i = 0; i < 12; ++i) sink.Push(Unreachable());
   SinkRecorder recorder(&sink, &clock);
   EXPECT_EQ(
       RecordWithWaits(recorder, clock, MakeEvent(clock.Now(), "R", "m"), 11),
@@ -216,7 +261,7 @@ TEST(SinkRecorderTest, RepeatedEventIsPatchedAndRecreatedWhenGone) {
 TEST(SinkRecorderTest, CancelEndsARetryWait) {
   FakeClock clock;
   ScriptedSink sink;
-  sink.Push(HttpError(500));
+  sink.Push(Unreachable());
   SinkRecorder recorder(&sink, &clock);
   RecordOutcome outcome = RecordOutcome::kWritten;
   std::thread t(
@@ -226,6 +271,26 @@ TEST(SinkRecorderTest, CancelEndsARetryWait) {
   t.join();
   EXPECT_EQ(outcome, RecordOutcome::kCancelled);
 }
+
+// Counts the writes that pass through to another sink.
+class CountingSink : public EventSink {
+ public:
+  explicit CountingSink(EventSink* next) : next_(next) {}
+  absl::StatusOr<std::string> Create(absl::string_view json) override {
+    creates_.fetch_add(1);
+    return next_->Create(json);
+  }
+  absl::StatusOr<std::string> Patch(absl::string_view ns,
+                                    absl::string_view name,
+                                    absl::string_view patch) override {
+    return next_->Patch(ns, name, patch);
+  }
+  int creates() const { return creates_.load(); }
+
+ private:
+  EventSink* const next_;
+  std::atomic<int> creates_{0};
+};
 
 class ApiEventSinkTest : public ::testing::Test {
  protected:
@@ -309,15 +374,64 @@ TEST_F(ApiEventSinkTest, FifteenSimilarEventsAreAggregated) {
   EXPECT_EQ(combined, 1);
 }
 
-TEST_F(ApiEventSinkTest, SurvivesServerErrors) {
-  emu_->faults().FailRequests("create", "events", 500, 2);
-  SinkRecorder recorder(sink_.get(), &clock_);
-  EXPECT_EQ(RecordWithWaits(recorder, clock_,
-                            MakeEvent(clock_.Now(), "Started", "ok"), 2),
+TEST_F(ApiEventSinkTest, ServerErrorAnswerIsFinal) {
+  // The API server answered 500: it may have stored the Event before
+  // failing, so the recorder drops it rather than risk a duplicate.
+  emu_->faults().FailRequests("create", "events", 500, 1);
+  CountingSink counting(sink_.get());
+  SinkRecorder recorder(&counting, &clock_);
+  EXPECT_EQ(RecordWithoutRetry(recorder,
+                               MakeEvent(clock_.Now(), "Started", "ok")),
+            RecordOutcome::kRejected);
+  EXPECT_EQ(counting.creates(), 1);
+  EXPECT_TRUE(ServerEvents().empty());
+  // The next event goes through.
+  SinkRecorder next(sink_.get(), &clock_);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(next.Record(MakeEvent(clock_.Now(), "Pulled", "ok")),
             RecordOutcome::kWritten);
-  std::vector<Event> events = ServerEvents();
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].reason, "Started");
+  ASSERT_EQ(ServerEvents().size(), 1u);
+  EXPECT_EQ(ServerEvents()[0].reason, "Pulled");
+}
+
+TEST_F(ApiEventSinkTest, AlreadyExistsIsFinalAndCreatesNoDuplicate) {
+  const Event event = MakeEvent(clock_.Now(), "Started", "ok");
+  SinkRecorder first(sink_.get(), &clock_);
+  ASSERT_EQ(first.Record(event), RecordOutcome::kWritten);
+  // A second recorder (no correlation state) POSTs the same Event name: the
+  // API server answers 409 AlreadyExists.
+  CountingSink counting(sink_.get());
+  SinkRecorder second(&counting, &clock_);
+  EXPECT_EQ(RecordWithoutRetry(second, event), RecordOutcome::kRejected);
+  EXPECT_EQ(counting.creates(), 1);
+  EXPECT_EQ(ServerEvents().size(), 1u);
+}
+
+TEST_F(ApiEventSinkTest, UnreachableServerIsRetried) {
+  // A port nothing listens on any more: the POST never reaches a server.
+  emulator::Emulator gone{emulator::EmulatorOptions()};
+  ASSERT_TRUE(gone.Start().ok());
+  client::RestConfig config;
+  config.server = gone.url();
+  gone.Stop();
+  auto transport = client::HttpTransport::Create(
+      config,
+      std::make_unique<client::StaticCredentialProvider>(
+          client::Credentials()),
+      RealClock());
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  ApiEventSink dead(transport->get());
+  CountingSink counting(&dead);
+  SinkRecorder recorder(&counting, &clock_);
+  RecordOutcome outcome = RecordOutcome::kWritten;
+  std::thread t(
+      [&] { outcome = recorder.Record(MakeEvent(clock_.Now(), "R", "m")); });
+  // Parked on the clock for the retry pause: it means to try again.
+  clock_.WaitForWaiters(1);
+  EXPECT_EQ(counting.creates(), 1);
+  recorder.Cancel();
+  t.join();
+  EXPECT_EQ(outcome, RecordOutcome::kCancelled);
 }
 
 TEST_F(ApiEventSinkTest, WaitsForTheServersRetryAfterWhenThrottled) {

@@ -105,9 +105,9 @@ TEST(EventRecordingTest, FlushWritesQueuedEventsToTheApiServer) {
 TEST(EventRecordingTest, AStuckSinkMakesRecordRefuseNotDrop) {
   emulator::Emulator emu(emulator::EmulatorOptions{});
   ASSERT_TRUE(emu.Start().ok());
-  // Every event write fails; the sink then waits on the fake clock, which
-  // never moves: it is stuck.
-  emu.faults().FailRequests("create", "events", 500, -1);
+  // Every event write is throttled (429 with Retry-After); the sink then
+  // waits on the fake clock, which never moves: it is stuck.
+  emu.faults().ThrottleNextRequests(1000000, 10);
   informer::client::RestConfig config;
   config.server = emu.url();
   auto transport = informer::client::HttpTransport::Create(

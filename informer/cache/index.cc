@@ -9,9 +9,7 @@
 namespace informer {
 
 IndexValues MetaNamespaceIndexFunc(const Object& obj) {
-  IndexValues values;
-  if (!obj.namespace_().empty()) values.emplace_back(obj.namespace_());
-  return values;
+  return IndexValues{std::string(obj.namespace_())};
 }
 
 IndexFunc LabelIndexFunc(absl::string_view key) {

@@ -32,9 +32,9 @@ using Indexers = absl::flat_hash_map<std::string, IndexFunc>;
 inline constexpr absl::string_view kNamespaceIndex = "namespace";
 
 // Indexes an object under its namespace (client-go's MetaNamespaceIndexFunc).
-// Unlike client-go, a cluster-scoped object (empty namespace) is indexed under
-// nothing: listing "all namespaces" never goes through this index, so an ""
-// bucket holding every cluster-scoped object would only cost memory.
+// As in client-go, a cluster-scoped object (empty namespace) is indexed under
+// "", so ByIndex(kNamespaceIndex, "") lists the cluster-scoped objects and
+// ListIndexFuncValues(kNamespaceIndex) includes "" when there are any.
 IndexValues MetaNamespaceIndexFunc(const Object& obj);
 
 // Indexes an object under the value of its label `key`. Objects without the

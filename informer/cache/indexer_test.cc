@@ -75,6 +75,21 @@ TEST(IndexerTest, ClusterScopedObjectIsKeyedByName) {
   EXPECT_EQ(indexer.GetByKey("node-a"), node);
 }
 
+TEST(IndexerTest, NamespaceIndexListsClusterScopedObjectsUnderEmpty) {
+  Indexer indexer(PodIndexers());
+  indexer.Add(ObjectBuilder().SetKind("Node").SetName("node-a").Build());
+  indexer.Add(ObjectBuilder().SetKind("Node").SetName("node-b").Build());
+  indexer.Add(Pod("ns1", "a", "node-a", "web"));
+  EXPECT_THAT(NamesOrDie(indexer.ByIndex(kNamespaceIndex, "")),
+              UnorderedElementsAre("node-a", "node-b"));
+  EXPECT_THAT(NamesOrDie(indexer.ByIndex(kNamespaceIndex, "ns1")),
+              ElementsAre("a"));
+  absl::StatusOr<std::vector<std::string>> values =
+      indexer.ListIndexFuncValues(kNamespaceIndex);
+  ASSERT_TRUE(values.ok());
+  EXPECT_THAT(*values, UnorderedElementsAre("", "ns1"));
+}
+
 TEST(IndexerTest, UpdateReplacesTheStoredVersion) {
   Indexer indexer;
   indexer.Add(Pod("default", "web-1", "node-a", "web", "1"));

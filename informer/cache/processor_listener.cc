@@ -16,12 +16,44 @@ void CoalesceInto(std::deque<Notification>* tail, Notification next) {
   }
   Notification& last = tail->back();
   switch (next.type) {
-    case Type::kDelete:
-      // A delete stays a delete, and it supersedes everything pending for the
-      // object: the handler ends up knowing the object is gone.
-      tail->clear();
-      tail->push_back(std::move(next));
+    case Type::kDelete: {
+      if (last.type == Type::kDelete) {
+        // Already going away: the pending delete names the object the
+        // handler knows; a repeated delete adds nothing.
+        return;
+      }
+      // `last` is an Add or Update the handler has not seen yet. A tail of
+      // a single Add means the handler does not know the object at all.
+      const bool handler_knows_it =
+          !(tail->size() == 1 && last.type == Type::kAdd);
+      if (tail->size() == 1 && last.type == Type::kUpdate &&
+          last.old_obj != nullptr && next.obj != nullptr &&
+          last.old_obj->uid() != next.obj->uid()) {
+        // The pending update swapped the object the handler knows for
+        // another one under the same key (deleted and recreated while the
+        // watch was down; a relist found it). The handler must hear that the
+        // object it knows went away: delete that one, in the last state the
+        // handler saw, marked as such (client-go's DeletedFinalStateUnknown).
+        Notification gone;
+        gone.type = Type::kDelete;
+        gone.key = std::move(last.key);
+        gone.obj = std::move(last.old_obj);
+        gone.final_state_unknown = true;
+        tail->clear();
+        tail->push_back(std::move(gone));
+        return;
+      }
+      tail->pop_back();
+      if (!tail->empty()) {
+        // [Delete(known), Add(new)] + Delete(new): the known object's
+        // delete stays; the new one's add and delete vanish together.
+        return;
+      }
+      if (handler_knows_it) tail->push_back(std::move(next));
+      // Otherwise [Add] + Delete: an object the handler never saw came and
+      // went; neither is owed.
       return;
+    }
     case Type::kUpdate:
       if (last.type == Type::kDelete) {
         tail->push_back(std::move(next));

@@ -33,19 +33,36 @@ struct Notification {
 // Two modes, chosen at construction:
 // - Queued (the default): the handler runs on the listener's own thread,
 //   fed by a pending queue, so a slow handler never delays other handlers or
-//   the informer. Unlike client-go, whose pendingNotifications ring buffer
-//   grows without bound (a known OOM cause with slow handlers), the queue
-//   here is bounded in memory: when it holds more than `max_pending`
-//   notifications it coalesces them per object key to the latest state
-//   (Add+Update -> Add of the latest; Update+Update -> one Update from the
-//   oldest undelivered "old" to the newest; anything followed by Delete ->
-//   that Delete, which always stays a delete; Delete then Add of a new
-//   object stays Delete, Add). Nothing is lost: the handler always converges
-//   on the latest state of every object, and the queue holds at most about
-//   two entries per object, whatever the event rate.
+//   the informer.
 // - Inline (non-blocking): Add() calls the handler directly on the caller's
 //   thread. For handlers that never block, e.g. the gRPC layer's fan-out, so
-//   thousands of streams never mean thousands of handler threads.
+//   thousands of streams never mean thousands of handler threads. Inline
+//   handlers see every notification, never coalesced.
+//
+// Differs from client-go on purpose (queued mode): client-go never merges
+// notifications; its pendingNotifications buffer grows without bound, so a
+// slow handler under a high event rate can run the process out of memory.
+// Here, when the queue holds more than `max_pending` notifications, it is
+// compacted per object key (CoalesceInto). What the handler is told then
+// still makes sense against what it was told before, and nothing it would
+// need to know is lost:
+//   - a delete is never dropped for an object the handler knows: if that
+//     object is deleted, recreated and deleted again while queued, the
+//     handler gets OnDelete of the object it knew; if a queued update
+//     replaced it by a new object (another UID) that is then deleted, the
+//     handler gets OnDelete of the object it knew, in the last state it was
+//     told, with final_state_unknown set;
+//   - an object the handler has not heard of whose Add and Delete are both
+//     queued vanishes entirely: the Add and the Delete go together, never
+//     one without the other;
+//   - consecutive changes merge into one: Add+Update -> Add of the latest
+//     state, Update+Update -> one Update from the oldest undelivered old
+//     state to the newest, Update+Delete -> Delete; Delete then Add of a new
+//     object stays Delete, Add;
+//   - the events of one key are never reordered; events of different keys
+//     may be (their relative order, which client-go keeps, is not kept).
+// The handler always converges on the latest state of every object, and the
+// queue holds at most about two entries per object, whatever the event rate.
 //
 // Per-object order is preserved in both modes.
 //
@@ -125,9 +142,11 @@ class ProcessorListener {
   absl::Mutex inline_mu_;
 };
 
-// Merges `next` into the pending notifications of the same object (`tail`
-// holds at most two: an optional Delete followed by an optional Add/Update).
-// Exposed for tests.
+// Merges `next` into the pending notifications of the same object key
+// (`tail` holds at most two: an optional Delete followed by an optional
+// Add/Update), by the rules in the ProcessorListener comment. Assumes the
+// informer's consistent stream for one key: Add only when absent, Update and
+// Delete only when present. Exposed for tests.
 void CoalesceInto(std::deque<Notification>* tail, Notification next);
 
 }  // namespace informer

@@ -1,6 +1,7 @@
 #include "informer/cache/processor_listener.h"
 
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace informer {
@@ -70,13 +72,41 @@ TEST(CoalesceTest, UpdatesKeepOldestOldAndNewestNew) {
   EXPECT_EQ(tail[0].obj->resource_version(), "3");
 }
 
-TEST(CoalesceTest, DeleteStaysDeleteAndSupersedesPending) {
+TEST(CoalesceTest, DeleteStaysDeleteAndSupersedesPendingUpdates) {
+  std::deque<Notification> tail;
+  CoalesceInto(&tail, Update(Obj("a", "1"), Obj("a", "2")));
+  CoalesceInto(&tail, Update(Obj("a", "2"), Obj("a", "3")));
+  CoalesceInto(&tail, Delete(Obj("a", "4")));
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].type, Type::kDelete);
+  EXPECT_EQ(tail[0].obj->resource_version(), "4");
+}
+
+TEST(CoalesceTest, AddAndDeleteOfAnUnseenObjectVanishTogether) {
+  // The handler never heard of "a": neither the add nor the delete is owed.
   std::deque<Notification> tail;
   CoalesceInto(&tail, Add(Obj("a", "1")));
   CoalesceInto(&tail, Update(Obj("a", "1"), Obj("a", "2")));
   CoalesceInto(&tail, Delete(Obj("a", "3")));
+  EXPECT_TRUE(tail.empty());
+}
+
+TEST(CoalesceTest, DeleteOfTheKnownObjectSurvivesARecreateAndDelete) {
+  // The handler knows uid1. uid1 goes, uid2 comes and goes: the handler must
+  // still hear that uid1 went away; uid2's add and delete vanish together.
+  std::deque<Notification> tail;
+  CoalesceInto(&tail, Delete(Obj("a", "3", "uid1")));
+  CoalesceInto(&tail, Add(Obj("a", "4", "uid2")));
+  CoalesceInto(&tail, Delete(Obj("a", "5", "uid2")));
   ASSERT_EQ(tail.size(), 1u);
   EXPECT_EQ(tail[0].type, Type::kDelete);
+  EXPECT_EQ(tail[0].obj->uid(), "uid1");
+  // And again: still one delete, of uid1.
+  CoalesceInto(&tail, Add(Obj("a", "6", "uid3")));
+  CoalesceInto(&tail, Update(Obj("a", "6", "uid3"), Obj("a", "7", "uid3")));
+  CoalesceInto(&tail, Delete(Obj("a", "8", "uid3")));
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].obj->uid(), "uid1");
   EXPECT_EQ(tail[0].obj->resource_version(), "3");
 }
 
@@ -90,6 +120,20 @@ TEST(CoalesceTest, DeleteThenAddOfNewObjectKeepsBoth) {
   EXPECT_EQ(tail[0].obj->uid(), "old");
   EXPECT_EQ(tail[1].type, Type::kAdd);
   EXPECT_EQ(tail[1].obj->resource_version(), "5");
+}
+
+TEST(CoalesceTest, DeleteAfterAnUpdateToANewUidDeletesTheKnownObject) {
+  // A relist found "a" recreated (uid1 -> uid2), then uid2 was deleted. The
+  // handler knows uid1 only: it must hear that uid1 is gone.
+  std::deque<Notification> tail;
+  CoalesceInto(&tail, Update(Obj("a", "1", "uid1"), Obj("a", "2", "uid2")));
+  CoalesceInto(&tail, Update(Obj("a", "2", "uid2"), Obj("a", "3", "uid2")));
+  CoalesceInto(&tail, Delete(Obj("a", "4", "uid2")));
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].type, Type::kDelete);
+  EXPECT_EQ(tail[0].obj->uid(), "uid1");
+  EXPECT_EQ(tail[0].obj->resource_version(), "1");
+  EXPECT_TRUE(tail[0].final_state_unknown);
 }
 
 // A handler that blocks until released and records what it saw.
@@ -177,6 +221,187 @@ TEST(ProcessorListenerTest, SlowHandlerQueueStaysBoundedAndConvergesOnLatest) {
     EXPECT_EQ(state[absl::StrCat("o", i)], "1000") << "o" << i;
   }
   listener.Stop();
+}
+
+// Checks each call against what the handler believes exists: an add only
+// for an absent key, an update or delete only of the object it knows (same
+// UID). Handler calls of one listener never overlap, but the checker's
+// state is read from the test thread, hence the lock.
+class ConsistencyChecker : public ResourceEventHandler {
+ public:
+  void OnAdd(const ObjectPtr& obj, bool) override {
+    absl::MutexLock lock(&mu_);
+    const std::string key = obj->Key();
+    if (known_.count(key) != 0) {
+      errors_.push_back(absl::StrCat("add of known ", key, " ", obj->uid()));
+    }
+    known_[key] = std::string(obj->uid());
+  }
+  void OnUpdate(const ObjectPtr& old_obj, const ObjectPtr& obj) override {
+    absl::MutexLock lock(&mu_);
+    const std::string key = obj->Key();
+    auto it = known_.find(key);
+    if (it == known_.end() || it->second != old_obj->uid()) {
+      errors_.push_back(absl::StrCat("update of unknown ", key, " ",
+                                     old_obj->uid()));
+    }
+    known_[key] = std::string(obj->uid());
+  }
+  void OnDelete(const ObjectPtr& obj, bool) override {
+    absl::MutexLock lock(&mu_);
+    const std::string key = obj->Key();
+    auto it = known_.find(key);
+    if (it == known_.end() || it->second != obj->uid()) {
+      errors_.push_back(
+          absl::StrCat("delete of unknown ", key, " ", obj->uid()));
+    } else {
+      known_.erase(it);
+    }
+    deleted_uids_.push_back(std::string(obj->uid()));
+  }
+  std::map<std::string, std::string> known() {
+    absl::MutexLock lock(&mu_);
+    return known_;
+  }
+  std::vector<std::string> errors() {
+    absl::MutexLock lock(&mu_);
+    return errors_;
+  }
+  std::vector<std::string> deleted_uids() {
+    absl::MutexLock lock(&mu_);
+    return deleted_uids_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::string> known_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> deleted_uids_ ABSL_GUARDED_BY(mu_);
+};
+
+// Passes calls on to `next`, but blocks the listener's thread in the call
+// for the object named "blocker" until released.
+class BlockingHandler : public ResourceEventHandler {
+ public:
+  explicit BlockingHandler(ResourceEventHandler* next) : next_(next) {}
+  void OnAdd(const ObjectPtr& obj, bool initial) override {
+    Gate(*obj);
+    next_->OnAdd(obj, initial);
+  }
+  void OnUpdate(const ObjectPtr& o, const ObjectPtr& n) override {
+    Gate(*n);
+    next_->OnUpdate(o, n);
+  }
+  void OnDelete(const ObjectPtr& obj, bool unknown) override {
+    Gate(*obj);
+    next_->OnDelete(obj, unknown);
+  }
+  void WaitBlocked() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&blocked_));
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+
+ private:
+  void Gate(const Object& obj) {
+    if (obj.name() != "blocker") return;
+    absl::MutexLock lock(&mu_);
+    blocked_ = true;
+    mu_.Await(absl::Condition(&open_));
+  }
+  ResourceEventHandler* const next_;
+  absl::Mutex mu_;
+  bool blocked_ ABSL_GUARDED_BY(mu_) = false;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST(ProcessorListenerTest, CoalescingNeverLosesTheDeleteOfAKnownObject) {
+  ConsistencyChecker checker;
+  BlockingHandler handler(&checker);
+  ProcessorListener::Options opts;
+  opts.max_pending = 2;
+  ProcessorListener listener(&handler, opts, RealClock());
+  listener.Start();
+  // The handler learns of uid1, then gets stuck on another object.
+  listener.Add(Add(Obj("a", "1", "uid1")));
+  listener.Add(Add(Obj("blocker", "2", "b")));
+  handler.WaitBlocked();
+  // While it is stuck: uid1 is deleted, uid2 created and deleted under the
+  // same key, and enough other traffic arrives to compact the queue.
+  listener.Add(Delete(Obj("a", "3", "uid1")));
+  listener.Add(Add(Obj("a", "4", "uid2")));
+  listener.Add(Delete(Obj("a", "5", "uid2")));
+  for (int i = 0; i < 8; ++i) {
+    listener.Add(Add(Obj(absl::StrCat("o", i), "6", absl::StrCat("o", i))));
+  }
+  EXPECT_GT(listener.GetStats().coalesced, 0u);
+  handler.Release();
+  listener.WaitIdle();
+  EXPECT_THAT(checker.errors(), ::testing::IsEmpty());
+  EXPECT_THAT(checker.deleted_uids(), ::testing::ElementsAre("uid1"));
+  EXPECT_EQ(checker.known().count("ns/a"), 0u);
+  EXPECT_EQ(checker.known().size(), 9u);  // the blocker and o0..o7
+}
+
+TEST(ProcessorListenerTest, RandomHistoriesStayConsistentUnderCoalescing) {
+  // Random create/update/delete/recreate histories of a few keys, pushed
+  // into a tiny queue behind a stuck handler: whatever is merged, each call
+  // must make sense to the handler and it must end on the true state.
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    ConsistencyChecker checker;
+    BlockingHandler handler(&checker);
+    ProcessorListener::Options opts;
+    opts.max_pending = 1 + seed % 4;
+    ProcessorListener listener(&handler, opts, RealClock());
+    listener.Start();
+    // The handler first learns some of the objects, then gets stuck.
+    std::map<std::string, ObjectPtr> truth;
+    for (int i = 0; i < 3; ++i) {
+      const std::string name = absl::StrCat("k", i);
+      ObjectPtr o = Obj(name, "1", absl::StrCat(name, "-1"));
+      truth[o->Key()] = o;
+      listener.Add(Add(o));
+    }
+    listener.Add(Add(Obj("blocker", "1", "b")));
+    handler.WaitBlocked();
+    truth["ns/blocker"] = Obj("blocker", "1", "b");
+    int next = 2;
+    for (int step = 0; step < 300; ++step) {
+      const std::string name = absl::StrCat("k", rng() % 5);
+      const std::string key = absl::StrCat("ns/", name);
+      const std::string rv = absl::StrCat(next++);
+      auto it = truth.find(key);
+      if (it == truth.end()) {
+        ObjectPtr o = Obj(name, rv, absl::StrCat(name, "-", rv));
+        truth[key] = o;
+        listener.Add(Add(o));
+      } else if (rng() % 3 == 0) {
+        ObjectPtr gone = Obj(name, rv, std::string(it->second->uid()));
+        truth.erase(it);
+        listener.Add(Delete(gone));
+      } else if (rng() % 8 == 0) {
+        // Recreated under the same key while the watch was down: a relist
+        // reports it as an update to an object with another UID.
+        ObjectPtr o = Obj(name, rv, absl::StrCat(name, "-", rv));
+        listener.Add(Update(it->second, o));
+        it->second = o;
+      } else {
+        ObjectPtr o = Obj(name, rv, std::string(it->second->uid()));
+        listener.Add(Update(it->second, o));
+        it->second = o;
+      }
+    }
+    handler.Release();
+    listener.WaitIdle();
+    EXPECT_THAT(checker.errors(), ::testing::IsEmpty()) << "seed " << seed;
+    std::map<std::string, std::string> want;
+    for (const auto& [key, obj] : truth) want[key] = std::string(obj->uid());
+    EXPECT_EQ(checker.known(), want) << "seed " << seed;
+  }
 }
 
 TEST(ProcessorListenerTest, PerObjectOrderIsPreservedWithoutCoalescing) {

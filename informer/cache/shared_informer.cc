@@ -51,9 +51,8 @@ absl::StatusOr<HandlerRegistration*> SharedIndexInformer::AddEventHandler(
   ProcessorListener::Options lo;
   lo.inline_handler = options.non_blocking;
   lo.max_pending = std::max<size_t>(options.max_pending, 1);
-  absl::Duration period = options.resync_period > absl::ZeroDuration()
-                              ? options.resync_period
-                              : options_.default_resync_period;
+  absl::Duration period =
+      options.resync_period.value_or(options_.default_resync_period);
   if (period > absl::ZeroDuration()) {
     period = std::max(period, kMinResyncPeriod);
     if (started_) {
@@ -94,6 +93,14 @@ absl::StatusOr<HandlerRegistration*> SharedIndexInformer::AddEventHandler(
     l->Start();
   }
   return reg;
+}
+
+absl::StatusOr<HandlerRegistration*>
+SharedIndexInformer::AddEventHandlerWithResyncPeriod(
+    ResourceEventHandler* handler, absl::Duration resync_period) {
+  HandlerOptions options;
+  options.resync_period = resync_period;
+  return AddEventHandler(handler, options);
 }
 
 absl::Status SharedIndexInformer::RemoveEventHandler(

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "informer/util/clock.h"
 #include "informer/cache/delta_fifo.h"
 #include "informer/cache/event_handler.h"
@@ -31,9 +32,12 @@ class SharedIndexInformer;
 // How a handler wants to be called.
 struct HandlerOptions {
   // Periodic resync: OnUpdate(obj, obj) for every cached object at this
-  // period. 0 = the informer's default_resync_period. Values below the
+  // period. Unset = the informer's default_resync_period (client-go's
+  // AddEventHandler); set = client-go's AddEventHandlerWithResyncPeriod, so
+  // 0 means no resync for this handler, whatever the informer's default.
+  // Periods below 1 s are raised to 1 s; after Start, periods below the
   // informer's resync check period are raised to it (as client-go does).
-  absl::Duration resync_period = absl::ZeroDuration();
+  absl::optional<absl::Duration> resync_period;
   // Called inline on the informer's distribution thread instead of on a
   // thread of its own. The handler must never block and must not call
   // AddEventHandler/RemoveEventHandler; reading the indexer is fine.
@@ -108,6 +112,10 @@ class SharedIndexInformer {
   // every cached object, then live events.
   absl::StatusOr<HandlerRegistration*> AddEventHandler(
       ResourceEventHandler* handler, HandlerOptions options = {});
+  // client-go's AddEventHandlerWithResyncPeriod: AddEventHandler with
+  // options.resync_period = `resync_period`; 0 = no resync for this handler.
+  absl::StatusOr<HandlerRegistration*> AddEventHandlerWithResyncPeriod(
+      ResourceEventHandler* handler, absl::Duration resync_period);
   absl::Status RemoveEventHandler(HandlerRegistration* registration);
 
   // Before Start only (FailedPrecondition after).

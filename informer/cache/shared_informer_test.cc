@@ -156,6 +156,69 @@ TEST(SharedInformerTest, ResyncGoesOnlyToHandlersThatAskedForIt) {
             (std::vector<std::string>{"add a initial", "add z"}));
 }
 
+TEST(SharedInformerTest, ZeroResyncPeriodOptsAHandlerOutOfTheDefault) {
+  // The informer resyncs every minute by default; a handler that asks for a
+  // period of 0 gets none (client-go's AddEventHandlerWithResyncPeriod(h, 0)),
+  // one that asks for nothing gets the default.
+  FakeClock clock;
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  Recorder defaulted, opted_out;
+  SharedIndexInformer::Options opts = Opts();
+  opts.default_resync_period = absl::Minutes(1);
+  SharedIndexInformer informer(&source, opts, &clock);
+  HandlerOptions no_resync;
+  no_resync.resync_period = absl::ZeroDuration();
+  auto r1 = informer.AddEventHandler(&defaulted);
+  auto r2 = informer.AddEventHandler(&opted_out, no_resync);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  defaulted.WaitFor(1);
+  opted_out.WaitFor(1);
+  source.WaitForWatches(1);
+  clock.WaitForWaiters(1);
+  clock.Advance(absl::Minutes(1));
+  defaulted.WaitFor(2);
+  EXPECT_EQ(defaulted.events()[1], "sync a");
+  // A live event after the resync proves the opted-out handler got no sync.
+  ASSERT_TRUE(source.Add("ns", "z").ok());
+  opted_out.WaitFor(2);
+  EXPECT_EQ(opted_out.events(),
+            (std::vector<std::string>{"add a initial", "add z"}));
+}
+
+TEST(SharedInformerTest, AddEventHandlerWithResyncPeriodOfZeroMeansNone) {
+  FakeClock clock;
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  Recorder every_minute, never;
+  SharedIndexInformer::Options opts = Opts();
+  opts.default_resync_period = absl::Minutes(5);
+  SharedIndexInformer informer(&source, opts, &clock);
+  ASSERT_TRUE(informer
+                  .AddEventHandlerWithResyncPeriod(&every_minute,
+                                                   absl::Minutes(1))
+                  .ok());
+  ASSERT_TRUE(
+      informer.AddEventHandlerWithResyncPeriod(&never, absl::ZeroDuration())
+          .ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  every_minute.WaitFor(1);
+  never.WaitFor(1);
+  source.WaitForWatches(1);
+  for (int i = 0; i < 5; ++i) {
+    clock.WaitForWaiters(1);
+    clock.Advance(absl::Minutes(1));
+    every_minute.WaitFor(2 + i);
+  }
+  ASSERT_TRUE(source.Add("ns", "z").ok());
+  never.WaitFor(2);
+  EXPECT_EQ(never.events(),
+            (std::vector<std::string>{"add a initial", "add z"}));
+}
+
 TEST(SharedInformerTest, RelistDeliversUnchangedAsSyncAndVanishedAsTombstone) {
   FakeClock clock;
   FakeSource source(/*history_limit=*/1);

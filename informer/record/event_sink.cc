@@ -52,13 +52,18 @@ bool IsRetryableSinkError(const absl::Status& status) {
   if (status.ok()) return false;
   const int code = HttpCode(status);
   if (code == 0) {
-    // No HTTP answer: connection trouble is worth retrying; a request we
-    // could not even build is not.
+    // No HTTP answer: the request did not get through (refused, reset, DNS,
+    // TLS, timeout), worth retrying as client-go's recordEvent does; a
+    // request we could not even build will not build next time either.
     return status.code() != absl::StatusCode::kInvalidArgument;
   }
-  if (code == 429) return true;
-  if (code == 409) return status.code() != absl::StatusCode::kAlreadyExists;
-  return code >= 500;
+  // The server answered. A POST it answered may have been committed (a 5xx
+  // or a timeout after the write), so a retry could create a second Event:
+  // client-go treats every answered error as final. Only a server that asks
+  // to be asked again (429 or 5xx with Retry-After, which client-go's REST
+  // client retries before recordEvent ever sees the error) gets another try.
+  const bool may_ask_again = code == 429 || code >= 500;
+  return may_ask_again && RetryAfter(status).has_value();
 }
 
 absl::Duration SinkRetryPause(const absl::Status& status, int tries,
@@ -94,8 +99,9 @@ absl::Status SinkRecorder::WriteOnce(Event event, const std::string& patch,
   if (!patch.empty()) {
     answer = sink_->Patch(event.namespace_, event.name, patch);
   }
-  if (patch.empty() ||
-      (!answer.ok() && answer.status().code() == absl::StatusCode::kNotFound)) {
+  // Only a 404 from the server means the event to update is gone (client-go's
+  // IsKeyNotFoundError).
+  if (patch.empty() || (!answer.ok() && HttpCode(answer.status()) == 404)) {
     // A new event, or the one to update is gone (expired): create it.
     event.resource_version.clear();
     answer = sink_->Create(EventToJson(event));

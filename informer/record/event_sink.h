@@ -9,20 +9,30 @@
 //
 // SinkRecorder is client-go's recordToSink: each event runs through an
 // EventCorrelator (aggregation, deduplication, spam filter), is PATCHed when
-// it updates an event already written (falling back to a POST when that
-// event is gone) or POSTed otherwise, and is retried up to `max_tries` times
-// with `retry_interval` between tries (the first pause is a random fraction
-// of it, so many recorders failing together do not retry in lockstep).
-// When the server says how long to wait (429 Too Many Requests or 503 with
-// a Retry-After header, e.g. API Priority and Fairness throttling), that
-// wait replaces the pause: the retry comes no sooner than the server asked
-// (the transport retries only GETs itself, so POST/PATCH answers reach us
-// with RetryAfter() attached). A Retry-After longer than
-// `max_retry_after` is cut to it, so that one throttled event cannot stall
-// the sink (and fill the broadcaster's queue) for an unbounded time; such a
-// retry counts against `max_tries` like any other.
-// Answers that retrying cannot fix (4xx other than 409 Conflict and 429, and
-// 409 AlreadyExists) end the attempt at once.
+// it updates an event already written (falling back to a POST when the
+// server answers the PATCH with 404) or POSTed otherwise.
+//
+// Retries follow client-go's recordEvent: a write is retried only when it
+// never got an answer from the server (connection refused or reset, DNS,
+// TLS, timeout), up to `max_tries` tries with `retry_interval` between them
+// (the first pause is a random fraction of it, so many recorders failing
+// together do not retry in lockstep). An answered failure is final, whatever
+// its code (5xx, 429, 409 Conflict or AlreadyExists, 4xx): the server may
+// have committed the POST before failing, and a retry would create a
+// duplicate Event. The one exception is an answer that asks for a retry:
+// 429 or 5xx with a Retry-After header (e.g. API Priority and Fairness
+// throttling). client-go's REST client retries those itself for any verb;
+// our transport retries only GETs, so the recorder does it, waiting no
+// sooner than the server asked. A Retry-After longer than `max_retry_after`
+// is cut to it, so that one throttled event cannot stall the sink (and fill
+// the broadcaster's queue) for an unbounded time; such a retry counts
+// against `max_tries` like any other.
+//
+// Caveat, shared with client-go: a transport failure after the request was
+// written (connection reset while waiting for the answer, client timeout)
+// also counts as "no answer" and is retried, although the server may have
+// committed the POST; the transport does not report whether the whole
+// request reached the server.
 
 #include <memory>
 #include <string>
@@ -83,8 +93,9 @@ struct SinkRetryOptions {
 absl::Duration SinkRetryPause(const absl::Status& status, int tries,
                               const SinkRetryOptions& options, double jitter);
 
-// True when retrying the write may succeed: connection failures, 5xx, 429
-// and 409 Conflict.
+// True when the write should be tried again: it got no HTTP answer (and was
+// not malformed: INVALID_ARGUMENT without an HTTP code is final), or the
+// server answered 429 or 5xx with a Retry-After. Every other answer is final.
 bool IsRetryableSinkError(const absl::Status& status);
 
 enum class RecordOutcome {
