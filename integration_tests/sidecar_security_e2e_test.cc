@@ -231,8 +231,9 @@ TEST_F(SidecarSecurityE2eTest, MutualTlsAndBearerTokens) {
 
 TEST_F(SidecarSecurityE2eTest, StartUpRefusesBadSecuritySettings) {
   std::string err;
-  // Secrets without --allow_secrets, under any alias.
-  EXPECT_EQ(RunToExit({"--demo", "--resources=pods,Secret"}, &err), 1);
+  // Secrets without --allow_secrets, under any alias: a bad flag value
+  // (exit 2, like every other one).
+  EXPECT_EQ(RunToExit({"--demo", "--resources=pods,Secret"}, &err), 2);
   EXPECT_NE(err.find("resource \"Secret\": Secrets are withheld unless "
                      "--allow_secrets is set"),
             std::string::npos)
