@@ -1,5 +1,7 @@
 #include "server/workqueue_spec.h"
 
+#include <cmath>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -54,6 +56,70 @@ absl::Status NoQueue(absl::string_view name) {
                                           "first; idle queues are removed)"));
 }
 
+namespace {
+
+// The events a queue takes (default: all four), into `events` and
+// spec->event_mask.
+absl::Status NormalizeEvents(const v1::CreateQueueRequest& in,
+                             std::set<int>* events_out, QueueSpec* spec) {
+  std::set<int>& events = *events_out;
+  for (int i = 0; i < in.events_size(); ++i) {
+    const int e = in.events(i);
+    if (e <= v1::QUEUE_EVENT_UNSPECIFIED || e > v1::QUEUE_EVENT_SYNC) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "events[", i, "]: must be ADDED, MODIFIED, DELETED or SYNC"));
+    }
+    if (!events.insert(e).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("events[", i, "]: duplicate ", v1::QueueEvent_Name(e)));
+    }
+  }
+  if (events.empty()) {
+    events = {v1::QUEUE_EVENT_ADDED, v1::QUEUE_EVENT_MODIFIED,
+              v1::QUEUE_EVENT_DELETED, v1::QUEUE_EVENT_SYNC};
+  }
+  for (int e : events) spec->event_mask |= 1u << e;
+  return absl::OkStatus();
+}
+
+// The rate limiter's settings with the defaults filled in, into `spec`.
+absl::Status NormalizeRateLimiter(const v1::RateLimiter& rl, QueueSpec* spec) {
+  absl::StatusOr<absl::Duration> base =
+      FromProto(rl.base_delay(), "rate_limiter.base_delay");
+  if (!base.ok()) return base.status();
+  absl::StatusOr<absl::Duration> max =
+      FromProto(rl.max_delay(), "rate_limiter.max_delay");
+  if (!max.ok()) return max.status();
+  if (*base < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "rate_limiter.base_delay: must not be negative");
+  }
+  if (*max < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "rate_limiter.max_delay: must not be negative");
+  }
+  spec->base_delay = *base == absl::ZeroDuration() ? kDefaultBaseDelay : *base;
+  spec->max_delay = *max == absl::ZeroDuration() ? kDefaultMaxDelay : *max;
+  if (spec->max_delay < spec->base_delay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rate_limiter.max_delay: ", absl::FormatDuration(spec->max_delay),
+        " is below base_delay ", absl::FormatDuration(spec->base_delay)));
+  }
+  if (!(rl.qps() >= 0) || std::isinf(rl.qps())) {
+    return absl::InvalidArgumentError(
+        "rate_limiter.qps: must be a finite number >= 0");
+  }
+  if (rl.burst() < 0) {
+    return absl::InvalidArgumentError(
+        "rate_limiter.burst: must not be negative");
+  }
+  spec->qps = rl.qps() == 0 ? kDefaultQps : rl.qps();
+  spec->burst = rl.burst() == 0 ? kDefaultBurst : rl.burst();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<QueueSpec> Normalize(const v1::CreateQueueRequest& in) {
   QueueSpec spec;
   if (in.name().empty()) return absl::InvalidArgumentError("name is required");
@@ -73,22 +139,9 @@ absl::StatusOr<QueueSpec> Normalize(const v1::CreateQueueRequest& in) {
   }
   spec.selector = *std::move(selector);
   std::set<int> events;
-  for (int i = 0; i < in.events_size(); ++i) {
-    const int e = in.events(i);
-    if (e <= v1::QUEUE_EVENT_UNSPECIFIED || e > v1::QUEUE_EVENT_SYNC) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "events[", i, "]: must be ADDED, MODIFIED, DELETED or SYNC"));
-    }
-    if (!events.insert(e).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("events[", i, "]: duplicate ", v1::QueueEvent_Name(e)));
-    }
+  if (absl::Status st = NormalizeEvents(in, &events, &spec); !st.ok()) {
+    return st;
   }
-  if (events.empty()) {
-    events = {v1::QUEUE_EVENT_ADDED, v1::QUEUE_EVENT_MODIFIED,
-              v1::QUEUE_EVENT_DELETED, v1::QUEUE_EVENT_SYNC};
-  }
-  for (int e : events) spec.event_mask |= 1u << e;
 
   absl::StatusOr<absl::Duration> resync =
       FromProto(in.resync_period(), "resync_period");
@@ -107,38 +160,10 @@ absl::StatusOr<QueueSpec> Normalize(const v1::CreateQueueRequest& in) {
   }
   spec.resync_period = *resync;
 
-  const v1::RateLimiter& rl = in.rate_limiter();
-  absl::StatusOr<absl::Duration> base =
-      FromProto(rl.base_delay(), "rate_limiter.base_delay");
-  if (!base.ok()) return base.status();
-  absl::StatusOr<absl::Duration> max =
-      FromProto(rl.max_delay(), "rate_limiter.max_delay");
-  if (!max.ok()) return max.status();
-  if (*base < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "rate_limiter.base_delay: must not be negative");
+  if (absl::Status st = NormalizeRateLimiter(in.rate_limiter(), &spec);
+      !st.ok()) {
+    return st;
   }
-  if (*max < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "rate_limiter.max_delay: must not be negative");
-  }
-  spec.base_delay = *base == absl::ZeroDuration() ? kDefaultBaseDelay : *base;
-  spec.max_delay = *max == absl::ZeroDuration() ? kDefaultMaxDelay : *max;
-  if (spec.max_delay < spec.base_delay) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rate_limiter.max_delay: ", absl::FormatDuration(spec.max_delay),
-        " is below base_delay ", absl::FormatDuration(spec.base_delay)));
-  }
-  if (!(rl.qps() >= 0) || std::isinf(rl.qps())) {
-    return absl::InvalidArgumentError(
-        "rate_limiter.qps: must be a finite number >= 0");
-  }
-  if (rl.burst() < 0) {
-    return absl::InvalidArgumentError(
-        "rate_limiter.burst: must not be negative");
-  }
-  spec.qps = rl.qps() == 0 ? kDefaultQps : rl.qps();
-  spec.burst = rl.burst() == 0 ? kDefaultBurst : rl.burst();
 
   absl::StatusOr<absl::Duration> lease =
       FromProto(in.lease_timeout(), "lease_timeout");
