@@ -243,6 +243,21 @@ absl::Status Sidecar::SetUpSecurity(bool lazy) {
               << options_.tokens_file << ": "
               << absl::StrJoin(authorizer_->token_names(), ", ") << ")";
   }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      BuildServerCredentials(options_.tls);
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = *std::move(credentials);
+  if (credentials_ != nullptr) {
+    LOG(INFO) << "informer_sidecar: gRPC over TLS"
+              << (options_.tls.client_ca_file.empty()
+                      ? ""
+                      : " with client certificates (mTLS)");
+  } else if (!IsLocalListenAddress(options_.grpc_listen)) {
+    LOG(WARNING) << "informer_sidecar: --grpc_listen=" << options_.grpc_listen
+                 << " is reachable from other hosts and TLS is off; set "
+                    "--grpc_tls_cert_file/--grpc_tls_key_file (and "
+                    "--tokens_file), or listen on loopback or a unix socket";
+  }
   return absl::OkStatus();
 }
 
@@ -309,21 +324,7 @@ absl::Status Sidecar::StartServer() {
   SidecarServer::Options server_options;
   server_options.informer = options_.informer;
   server_options.informer.authorizer = authorizer_.get();
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      BuildServerCredentials(options_.tls);
-  if (!credentials.ok()) return credentials.status();
-  server_options.credentials = *std::move(credentials);
-  if (server_options.credentials != nullptr) {
-    LOG(INFO) << "informer_sidecar: gRPC over TLS"
-              << (options_.tls.client_ca_file.empty()
-                      ? ""
-                      : " with client certificates (mTLS)");
-  } else if (!IsLocalListenAddress(options_.grpc_listen)) {
-    LOG(WARNING) << "informer_sidecar: --grpc_listen=" << options_.grpc_listen
-                 << " is reachable from other hosts and TLS is off; set "
-                    "--grpc_tls_cert_file/--grpc_tls_key_file (and "
-                    "--tokens_file), or listen on loopback or a unix socket";
-  }
+  server_options.credentials = credentials_;
   auto hook = ServingHook(options_, metrics_.get());
   if (!hook.ok()) return hook.status();
   server_options.configure.push_back(*std::move(hook));

@@ -1,6 +1,7 @@
 #ifndef SERVER_SIDECAR_APP_H_
 #define SERVER_SIDECAR_APP_H_
 
+#include <grpcpp/security/server_credentials.h>
 #include <signal.h>
 
 #include <memory>
@@ -99,6 +100,8 @@ class Sidecar {
   std::unique_ptr<informer::client::KubeClient> kube_;
   std::unique_ptr<DiscoveryResolver> resolver_;
   std::unique_ptr<Authorizer> authorizer_;
+  // Null: insecure.
+  std::shared_ptr<grpc::ServerCredentials> credentials_;
   std::unique_ptr<InformerRegistry> registry_;
   std::unique_ptr<WorkQueueService> workqueues_;
   std::unique_ptr<EventRecording> events_;
