@@ -12,6 +12,8 @@
 #include <openssl/x509v3.h>
 
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -122,6 +124,25 @@ absl::StatusOr<std::string> KeyPem(EVP_PKEY* key) {
   return BioString(bio.get());
 }
 
+// A leaf certificate for a new key, signed by the CA: its PEM and its key's.
+absl::Status IssueLeaf(X509* ca, EVP_PKEY* ca_key, const std::string& cn,
+                       std::vector<std::pair<int, std::string>> exts,
+                       std::string* cert_pem, std::string* key_pem) {
+  absl::StatusOr<PkeyPtr> key = NewEcKey();
+  if (!key.ok()) return key.status();
+  exts.insert(exts.begin(), {{NID_basic_constraints, "critical,CA:FALSE"},
+                             {NID_authority_key_identifier, "keyid"}});
+  absl::StatusOr<X509Ptr> cert = NewCert(key->get(), cn, ca, ca_key, exts);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> pem = CertPem(cert->get());
+  if (!pem.ok()) return pem.status();
+  *cert_pem = *std::move(pem);
+  pem = KeyPem(key->get());
+  if (!pem.ok()) return pem.status();
+  *key_pem = *std::move(pem);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TestPki> GenerateTestPki(
@@ -135,34 +156,34 @@ absl::StatusOr<TestPki> GenerateTestPki(
                {NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature"},
                {NID_subject_key_identifier, "hash"}});
   if (!ca.ok()) return ca.status();
+  TestPki pki;
+  absl::StatusOr<std::string> ca_pem = CertPem(ca->get());
+  if (!ca_pem.ok()) return ca_pem.status();
+  pki.ca_cert_pem = *std::move(ca_pem);
 
-  absl::StatusOr<PkeyPtr> key = NewEcKey();
-  if (!key.ok()) return key.status();
   std::vector<std::string> sans;
   for (const auto& d : dns_names) sans.push_back(absl::StrCat("DNS:", d));
   for (const auto& ip : ips) sans.push_back(absl::StrCat("IP:", ip));
-  std::vector<std::pair<int, std::string>> exts = {
-      {NID_basic_constraints, "critical,CA:FALSE"},
+  std::vector<std::pair<int, std::string>> server_exts = {
       {NID_key_usage, "critical,digitalSignature,keyEncipherment"},
-      {NID_ext_key_usage, "serverAuth"},
-      {NID_authority_key_identifier, "keyid"}};
+      {NID_ext_key_usage, "serverAuth"}};
   if (!sans.empty()) {
-    exts.emplace_back(NID_subject_alt_name, absl::StrJoin(sans, ","));
+    server_exts.emplace_back(NID_subject_alt_name, absl::StrJoin(sans, ","));
   }
-  absl::StatusOr<X509Ptr> cert =
-      NewCert(key->get(), "kube-apiserver", ca->get(), ca_key->get(), exts);
-  if (!cert.ok()) return cert.status();
-
-  TestPki pki;
-  absl::StatusOr<std::string> pem = CertPem(ca->get());
-  if (!pem.ok()) return pem.status();
-  pki.ca_cert_pem = *std::move(pem);
-  pem = CertPem(cert->get());
-  if (!pem.ok()) return pem.status();
-  pki.server_cert_pem = *std::move(pem);
-  pem = KeyPem(key->get());
-  if (!pem.ok()) return pem.status();
-  pki.server_key_pem = *std::move(pem);
+  if (absl::Status st =
+          IssueLeaf(ca->get(), ca_key->get(), "kube-apiserver", server_exts,
+                    &pki.server_cert_pem, &pki.server_key_pem);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = IssueLeaf(
+          ca->get(), ca_key->get(), "test-client",
+          {{NID_key_usage, "critical,digitalSignature"},
+           {NID_ext_key_usage, "clientAuth"}},
+          &pki.client_cert_pem, &pki.client_key_pem);
+      !st.ok()) {
+    return st;
+  }
   return pki;
 }
 

@@ -51,6 +51,42 @@ TEST(TlsCertsTest, ServerCertificateVerifiesAgainstTheCaForItsNames) {
   EVP_PKEY_free(key);
 }
 
+TEST(TlsCertsTest, ClientCertificateIsForClientsOnly) {
+  auto pki = GenerateTestPki({"localhost"}, {"127.0.0.1"});
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  X509* ca = LoadCert(pki->ca_cert_pem);
+  X509* client = LoadCert(pki->client_cert_pem);
+  X509* server = LoadCert(pki->server_cert_pem);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(client, nullptr);
+  ASSERT_NE(server, nullptr);
+  X509_STORE* store = X509_STORE_new();
+  X509_STORE_add_cert(store, ca);
+  X509_STORE_CTX* ctx = X509_STORE_CTX_new();
+  X509_STORE_CTX_init(ctx, store, client, nullptr);
+  X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT);
+  EXPECT_EQ(X509_verify_cert(ctx), 1)
+      << X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx));
+  X509_STORE_CTX_free(ctx);
+  X509_STORE_free(store);
+  // Extended key usage: each certificate for its side only.
+  EXPECT_EQ(X509_check_purpose(client, X509_PURPOSE_SSL_CLIENT, 0), 1);
+  EXPECT_NE(X509_check_purpose(client, X509_PURPOSE_SSL_SERVER, 0), 1);
+  EXPECT_EQ(X509_check_purpose(server, X509_PURPOSE_SSL_SERVER, 0), 1);
+  EXPECT_NE(X509_check_purpose(server, X509_PURPOSE_SSL_CLIENT, 0), 1);
+  EXPECT_EQ(X509_check_ca(client), 0);
+  X509_free(ca);
+  X509_free(client);
+  X509_free(server);
+
+  BIO* bio = BIO_new_mem_buf(pki->client_key_pem.data(),
+                             static_cast<int>(pki->client_key_pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  EXPECT_NE(key, nullptr);
+  EVP_PKEY_free(key);
+}
+
 TEST(TlsCertsTest, EachCallMakesADifferentCa) {
   auto a = GenerateTestPki({"localhost"}, {});
   auto b = GenerateTestPki({"localhost"}, {});

@@ -1,122 +1,59 @@
-// The README's grpcurl examples, run as printed against the real sidecar in
-// demo mode. grpcurl itself is not packaged in Debian 12, so this test does
-// what grpcurl does with each command line: resolve the method by name in
-// the service descriptors, turn the -d JSON into the request message with
-// protobuf's JSON mapping (as grpcurl does), call the method and check that
-// it succeeds. A README example that names a wrong field, method or enum
-// value, or that fails against the demo cluster, fails this test.
+// The documentation's grpcurl examples, run as printed against the real
+// sidecar in demo mode, through a client that knows only what server
+// reflection tells it (as grpcurl does; grpcurl itself is not packaged in
+// Debian 12). Every service the server lists must resolve through
+// reflection with all its methods' types; the examples of README.md and of
+// every docs/*.md are then parsed, resolved and called. An example that
+// names a wrong service, method, field or enum value, that fails against the
+// demo cluster, or that reflection cannot describe fails this test.
 
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/dynamic_message.h>
-#include <google/protobuf/util/json_util.h>
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "absl/synchronization/notification.h"
+#include "absl/strings/str_join.h"
+#include "integration_tests/grpcurl_client.h"
 #include "integration_tests/sidecar_process.h"
-#include "proto/informer/v1/events.grpc.pb.h"
-#include "proto/informer/v1/informer.grpc.pb.h"
-#include "proto/informer/v1/workqueue.grpc.pb.h"
 
 namespace integration {
 namespace {
 
-namespace pb = ::google::protobuf;
-
-// The README's shell commands that start with grpcurl, continuation lines
-// joined.
-std::vector<std::string> GrpcurlCommands(const std::string& readme) {
-  std::vector<std::string> out;
-  std::string current;
-  for (absl::string_view line : absl::StrSplit(readme, '\n')) {
-    absl::string_view l = absl::StripAsciiWhitespace(line);
-    // Commands are in indented code blocks; prose may mention grpcurl too.
-    if (current.empty() &&
-        (!absl::StartsWith(line, "    ") || !absl::StartsWith(l, "grpcurl "))) {
-      continue;
-    }
-    absl::StrAppend(&current, current.empty() ? "" : " ", l);
-    if (absl::EndsWith(current, "\\")) {
-      current.pop_back();
-      continue;
-    }
-    // A quoted -d argument may span lines (the newline is in the string).
-    if (std::count(current.begin(), current.end(), '\'') % 2 == 1) continue;
-    out.push_back(current);
-    current.clear();
-  }
-  return out;
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
-// Shell words: single and double quotes, no escapes inside single quotes.
-std::vector<std::string> ShellWords(absl::string_view s) {
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '\'' || c == '"') {
-      const size_t end = s.find(c, i + 1);
-      absl::StrAppend(&word, s.substr(i + 1, end - i - 1));
-      i = end;
-      in_word = true;
-    } else if (c == ' ' || c == '\t') {
-      if (in_word) words.push_back(word);
-      word.clear();
-      in_word = false;
-    } else {
-      word.push_back(c);
-      in_word = true;
+// README.md and docs/*.md, wherever the examples live.
+std::vector<std::string> DocumentPaths() {
+  std::vector<std::string> paths;
+  absl::StatusOr<std::string> readme = FindRunfile("README.md");
+  if (!readme.ok()) return paths;
+  paths.push_back(*readme);
+  const std::string docs =
+      absl::StrCat(readme->substr(0, readme->size() - strlen("README.md")),
+                   "docs");
+  if (DIR* dir = opendir(docs.c_str())) {
+    std::vector<std::string> found;
+    while (dirent* e = readdir(dir)) {
+      if (absl::EndsWith(e->d_name, ".md")) {
+        found.push_back(absl::StrCat(docs, "/", e->d_name));
+      }
     }
+    closedir(dir);
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
   }
-  if (in_word) words.push_back(word);
-  return words;
-}
-
-struct Invocation {
-  std::string data;  // -d
-  bool stdin_data = false;
-  std::string verb;  // "list", "describe" or empty
-  std::string target;  // "pkg.Service/Method" or the described symbol
-};
-
-Invocation Parse(const std::string& command) {
-  Invocation inv;
-  std::vector<std::string> words = ShellWords(command);
-  bool address_seen = false;
-  for (size_t i = 1; i < words.size(); ++i) {
-    const std::string& w = words[i];
-    if (w == "|" || w == ";" || w == "#") break;
-    if (w == "-d") {
-      inv.data = words[++i];
-      inv.stdin_data = inv.data == "@";
-    } else if (w == "-H") {
-      ++i;
-    } else if (absl::StartsWith(w, "-")) {
-      continue;
-    } else if (!address_seen) {
-      address_seen = true;
-    } else if (w == "list" || w == "describe") {
-      inv.verb = w;
-    } else if (inv.target.empty()) {
-      inv.target = w;
-    }
-  }
-  return inv;
+  return paths;
 }
 
 class ReadmeGrpcurlTest : public ::testing::Test {
@@ -142,123 +79,91 @@ class ReadmeGrpcurlTest : public ::testing::Test {
 };
 SidecarProcess* ReadmeGrpcurlTest::sidecar_ = nullptr;
 
-TEST_F(ReadmeGrpcurlTest, EveryExampleRunsAsPrinted) {
-  // Reference every service so that the linker keeps their descriptors.
-  const std::set<std::string> services = {
-      informer::v1::Informer::service_full_name(),
-      informer::v1::WorkQueue::service_full_name(),
-      informer::v1::Events::service_full_name(),
-  };
-  absl::StatusOr<std::string> path = FindRunfile("README.md");
-  ASSERT_TRUE(path.ok()) << path.status();
-  std::ifstream f(*path);
-  std::stringstream readme;
-  readme << f.rdbuf();
-  const std::vector<std::string> commands = GrpcurlCommands(readme.str());
-  ASSERT_GE(commands.size(), 10u) << "README lost its grpcurl examples?";
+TEST_F(ReadmeGrpcurlTest, EveryListedServiceResolvesThroughReflection) {
+  GrpcurlClient client(sidecar_->NewChannel());
+  absl::StatusOr<std::vector<std::string>> services = client.ListServices();
+  ASSERT_TRUE(services.ok()) << services.status();
+  for (const char* expected :
+       {"informer.v1.Informer", "informer.v1.WorkQueue", "informer.v1.Events",
+        "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}) {
+    EXPECT_NE(std::find(services->begin(), services->end(), expected),
+              services->end())
+        << expected << " not listed in " << absl::StrJoin(*services, ", ");
+  }
+  for (const std::string& service : *services) {
+    SCOPED_TRACE(service);
+    // `grpcurl describe SERVICE`, then each method's request and response
+    // types and the types of their fields.
+    auto sd = client.ResolveService(service);
+    ASSERT_TRUE(sd.ok()) << sd.status();
+    EXPECT_GT((*sd)->method_count(), 0);
+  }
+}
 
-  const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
-  auto channel = sidecar_->NewChannel();
-  grpc::GenericStub stub(channel);
+TEST_F(ReadmeGrpcurlTest, HealthCheckAndWatchThroughReflection) {
+  GrpcurlClient client(sidecar_->NewChannel());
+  // The sidecar started with health SERVING (SidecarProcess waits for it).
+  auto overall = client.Call("grpc.health.v1.Health/Check", R"({"service":""})");
+  ASSERT_TRUE(overall.ok()) << overall.status();
+  EXPECT_EQ(*overall, std::vector<std::string>{R"({"status":"SERVING"})"});
+  auto pods = client.Call("grpc.health.v1.Health/Check", R"({"service":"pods"})");
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  EXPECT_EQ(*pods, std::vector<std::string>{R"({"status":"SERVING"})"});
+  auto unknown =
+      client.Call("grpc.health.v1.Health/Check", R"({"service":"nosuch"})");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound)
+      << unknown.status();
+  auto watch = client.Call("grpc.health.v1.Health/Watch", "{}");
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  EXPECT_EQ(*watch, std::vector<std::string>{R"({"status":"SERVING"})"});
+  // A field health does not have is an error, as grpcurl reports it.
+  auto bad = client.Call("grpc.health.v1.Health/Check", R"({"servic":""})");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ReadmeGrpcurlTest, EveryExampleRunsAsPrinted) {
+  std::vector<std::string> commands;
+  const std::vector<std::string> paths = DocumentPaths();
+  ASSERT_FALSE(paths.empty()) << "README.md not in the runfiles";
+  for (const std::string& path : paths) {
+    for (std::string& c : GrpcurlCommandsOf(ReadFile(path))) {
+      commands.push_back(std::move(c));
+    }
+  }
+  ASSERT_GE(commands.size(), 10u)
+      << "the docs lost their grpcurl examples? read: "
+      << absl::StrJoin(paths, ", ");
+
+  GrpcurlClient client(sidecar_->NewChannel());
   int called = 0;
   int streamed_stdin = 0;
   for (const std::string& command : commands) {
     SCOPED_TRACE(command);
-    const Invocation inv = Parse(command);
-    if (inv.verb == "list") continue;  // lists services: nothing to check
+    const GrpcurlInvocation inv = ParseGrpcurl(command);
+    if (inv.verb == "list") {
+      auto services = client.ListServices();
+      ASSERT_TRUE(services.ok()) << services.status();
+      if (!inv.target.empty()) {
+        EXPECT_TRUE(client.ResolveService(inv.target).ok()) << inv.target;
+      }
+      continue;
+    }
     if (inv.verb == "describe") {
-      EXPECT_TRUE(services.count(inv.target) == 1 ||
-                  pool->FindMessageTypeByName(inv.target) != nullptr)
-          << inv.target;
+      EXPECT_TRUE(client.Resolve(inv.target).ok()) << inv.target;
       continue;
     }
     ASSERT_TRUE(absl::StrContains(inv.target, "/")) << inv.target;
-    const std::string service = inv.target.substr(0, inv.target.find('/'));
-    const std::string method_name =
-        inv.target.substr(inv.target.find('/') + 1);
-    std::string request_bytes;
-    bool server_streaming = false;
-    if (service == "grpc.health.v1.Health") {
-      // Health's descriptors are not linked; its request here is empty
-      // (service "") or names a service.
-      ASSERT_EQ(method_name, "Check");
-      ASSERT_TRUE(inv.data.empty() || absl::StrContains(inv.data, "\"\""))
-          << inv.data;
-    } else {
-      const pb::ServiceDescriptor* sd = pool->FindServiceByName(service);
-      ASSERT_NE(sd, nullptr) << "unknown service " << service;
-      const pb::MethodDescriptor* md = sd->FindMethodByName(method_name);
-      ASSERT_NE(md, nullptr) << "unknown method " << inv.target;
-      if (inv.stdin_data) {
-        // Streams fed from stdin (Lease, RecordStream) by a shell
-        // pipeline: the method must take a stream.
-        EXPECT_TRUE(md->client_streaming());
-        ++streamed_stdin;
-        continue;
-      }
-      pb::DynamicMessageFactory factory(pool);
-      std::unique_ptr<pb::Message> request(
-          factory.GetPrototype(md->input_type())->New());
-      if (!inv.data.empty()) {
-        pb::util::Status st =
-            pb::util::JsonStringToMessage(inv.data, request.get());
-        ASSERT_TRUE(st.ok()) << "-d does not parse as "
-                             << md->input_type()->full_name() << ": " << st;
-      }
-      request->SerializeToString(&request_bytes);
-      server_streaming = md->server_streaming();
-      ASSERT_FALSE(md->client_streaming()) << "needs -d @";
+    if (inv.stdin_data) {
+      // Streams fed from stdin (Lease, RecordStream) by a shell pipeline:
+      // the method must take a stream.
+      auto md = client.ResolveMethod(inv.target);
+      ASSERT_TRUE(md.ok()) << md.status();
+      EXPECT_TRUE((*md)->client_streaming());
+      ++streamed_stdin;
+      continue;
     }
-    grpc::ClientContext ctx;
-    // A live stream may stay quiet (Events/Watch until something is
-    // recorded): a stream still open at its deadline was accepted.
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::seconds(server_streaming ? 5 : 30));
-    grpc::Slice slice(request_bytes);
-    grpc::ByteBuffer request_buffer(&slice, 1);
-    const std::string full = absl::StrCat("/", inv.target);
-    if (server_streaming) {
-      // Read the first message (a live stream never ends by itself).
-      grpc::CompletionQueue cq;
-      auto call = stub.PrepareCall(&ctx, full, &cq);
-      void* tag;
-      bool ok = false;
-      call->StartCall(reinterpret_cast<void*>(1));
-      ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-      call->Write(request_buffer, reinterpret_cast<void*>(2));
-      ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-      call->WritesDone(reinterpret_cast<void*>(3));
-      ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-      grpc::ByteBuffer response;
-      call->Read(&response, reinterpret_cast<void*>(4));
-      ASSERT_TRUE(cq.Next(&tag, &ok));
-      const bool got_message = ok;
-      if (got_message) ctx.TryCancel();
-      grpc::Status status;
-      call->Finish(&status, reinterpret_cast<void*>(5));
-      cq.Next(&tag, &ok);
-      if (got_message) {
-        EXPECT_GT(response.Length(), 0u);
-      } else {
-        EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
-            << "stream ended: " << status.error_message();
-      }
-      cq.Shutdown();
-      while (cq.Next(&tag, &ok)) {
-      }
-    } else {
-      grpc::ByteBuffer response;
-      grpc::Status status;
-      absl::Notification done;
-      stub.UnaryCall(&ctx, full, grpc::StubOptions(), &request_buffer,
-                     &response, [&](grpc::Status s) {
-                       status = std::move(s);
-                       done.Notify();
-                     });
-      done.WaitForNotification();
-      EXPECT_TRUE(status.ok()) << status.error_code() << " "
-                               << status.error_message();
-    }
+    auto responses = client.Call(inv.target, inv.data);
+    EXPECT_TRUE(responses.ok()) << responses.status();
     ++called;
   }
   EXPECT_GE(called, 10);

@@ -22,9 +22,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "emulator/tls_certs.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/security/test_pki.h"
 
 extern char** environ;
 
@@ -108,12 +108,13 @@ class SidecarSecurityE2eTest : public ::testing::Test {
     char dir[] = "/tmp/sidecar_sec_XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
-    absl::StatusOr<server::TestPki> pki = server::MakeTestPki();
+    absl::StatusOr<emulator::TestPki> pki =
+        emulator::GenerateTestPki({"localhost"}, {"127.0.0.1"});
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
-    WriteAll(dir_ + "/server.crt", pki_.server_cert);
-    WriteAll(dir_ + "/server.key", pki_.server_key);
-    WriteAll(dir_ + "/ca.crt", pki_.ca_cert);
+    WriteAll(dir_ + "/server.crt", pki_.server_cert_pem);
+    WriteAll(dir_ + "/server.key", pki_.server_key_pem);
+    WriteAll(dir_ + "/ca.crt", pki_.ca_cert_pem);
     WriteAll(dir_ + "/app.token", std::string(kAppToken) + "\n");
     WriteAll(dir_ + "/tokens.yaml",
              "tokens:\n"
@@ -146,10 +147,10 @@ class SidecarSecurityE2eTest : public ::testing::Test {
 
   std::shared_ptr<grpc::Channel> Channel(bool with_client_cert) const {
     grpc::SslCredentialsOptions tls;
-    tls.pem_root_certs = pki_.ca_cert;
+    tls.pem_root_certs = pki_.ca_cert_pem;
     if (with_client_cert) {
-      tls.pem_cert_chain = pki_.client_cert;
-      tls.pem_private_key = pki_.client_key;
+      tls.pem_cert_chain = pki_.client_cert_pem;
+      tls.pem_private_key = pki_.client_key_pem;
     }
     grpc::ChannelArguments args;
     args.SetSslTargetNameOverride("localhost");
@@ -189,7 +190,7 @@ class SidecarSecurityE2eTest : public ::testing::Test {
   std::string binary_;
   std::string dir_;
   std::string log_;
-  server::TestPki pki_;
+  emulator::TestPki pki_;
 };
 
 TEST_F(SidecarSecurityE2eTest, MutualTlsAndBearerTokens) {
@@ -231,8 +232,9 @@ TEST_F(SidecarSecurityE2eTest, MutualTlsAndBearerTokens) {
 
 TEST_F(SidecarSecurityE2eTest, StartUpRefusesBadSecuritySettings) {
   std::string err;
-  // Secrets without --allow_secrets, under any alias.
-  EXPECT_EQ(RunToExit({"--demo", "--resources=pods,Secret"}, &err), 1);
+  // Secrets without --allow_secrets, under any alias: a bad flag value
+  // (exit 2, like every other one).
+  EXPECT_EQ(RunToExit({"--demo", "--resources=pods,Secret"}, &err), 2);
   EXPECT_NE(err.find("resource \"Secret\": Secrets are withheld unless "
                      "--allow_secrets is set"),
             std::string::npos)

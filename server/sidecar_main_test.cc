@@ -1,6 +1,7 @@
 // Runs the real informer_sidecar binary in demo mode and talks to it over
 // gRPC on a unix socket: health turns SERVING, every default resource is
-// served, and SIGTERM shuts it down cleanly.
+// served, and SIGTERM shuts it down cleanly. Also: its process name, its
+// first log line, and --help.
 
 #include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -11,8 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <chrono>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -20,6 +25,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 
 extern char** environ;
@@ -34,9 +41,23 @@ std::chrono::system_clock::time_point In(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
 }
 
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
+}
+
 class SidecarProcess {
  public:
-  explicit SidecarProcess(const std::vector<std::string>& flags) {
+  // `output`: a file for the child's stdout and stderr (empty: inherited).
+  explicit SidecarProcess(const std::vector<std::string>& flags,
+                          const std::string& output = "") {
     // Port 0 for the metrics/probes port: tests run in parallel.
     std::vector<std::string> args = {"server/informer_sidecar",
                                      "--http_listen=127.0.0.1:0"};
@@ -44,8 +65,24 @@ class SidecarProcess {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    spawned_ = posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(),
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (!output.empty()) {
+      posix_spawn_file_actions_addopen(&actions, 1, output.c_str(),
+                                       O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    }
+    spawned_ = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
                            environ) == 0;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  pid_t pid() const { return pid_; }
+  // Waits for the exit; the exit code (-1 if killed).
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   ~SidecarProcess() {
     if (spawned_ && !reaped_) {
@@ -121,7 +158,9 @@ TEST(SidecarMainTest, DemoModeServesTheDefaultResourcesAndStopsOnSigterm) {
   const std::string socket_path = absl::StrCat(dir, "/grpc.sock");
   const std::string address = absl::StrCat("unix:", socket_path);
   unsetenv("GLIBC_TUNABLES");  // the sidecar picks its own (checked below)
-  SidecarProcess sidecar({"--demo", "--grpc_listen=" + address});
+  const std::string log = TempPath("demo.log");
+  SidecarProcess sidecar(
+      {"--demo", "--print_events=false", "--grpc_listen=" + address}, log);
   ASSERT_TRUE(sidecar.spawned());
 
   auto channel =
@@ -134,6 +173,15 @@ TEST(SidecarMainTest, DemoModeServesTheDefaultResourcesAndStopsOnSigterm) {
   // its first tunable reads as part of the variable here.)
   EXPECT_TRUE(absl::StrContains(sidecar.RawEnvironment(),
                                 "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"));
+  // It kept its name through the re-exec (ps, top and ss show comm, at
+  // most 15 characters), not "exe".
+  EXPECT_EQ(ReadAll(absl::StrCat("/proc/", sidecar.pid(), "/comm")),
+            "informer_sideca\n");
+  // The first log line says it is the demo, before anything else.
+  const std::string logs = ReadAll(log);
+  const std::string first_line = logs.substr(0, logs.find('\n'));
+  EXPECT_TRUE(absl::StrContains(first_line, "DEMO MODE (--demo)"))
+      << "first lines:\n" << logs.substr(0, 1000);
 
   auto stub = v1::Informer::NewStub(channel);
   grpc::ClientContext ctx;
@@ -190,6 +238,60 @@ TEST(SidecarMainTest, DemoModeServesTheDefaultResourcesAndStopsOnSigterm) {
   EXPECT_EQ(sidecar.Terminate(), 0);
   unlink(socket_path.c_str());
   rmdir(dir);
+}
+
+// The flags `--helpfull` lists from our own source files (informer/,
+// server/, emulator/).
+std::set<std::string> OurFlagsInHelpfull(const std::string& helpfull) {
+  std::set<std::string> flags;
+  bool ours = false;
+  for (absl::string_view line : absl::StrSplit(helpfull, '\n')) {
+    if (absl::StartsWith(line, "  Flags from ")) {
+      absl::string_view file = line.substr(strlen("  Flags from "));
+      ours = absl::StartsWith(file, "informer/") ||
+             absl::StartsWith(file, "server/") ||
+             absl::StartsWith(file, "emulator/");
+    } else if (ours && absl::StartsWith(line, "    --")) {
+      absl::string_view rest = line.substr(strlen("    --"));
+      flags.insert(std::string(rest.substr(0, rest.find(' '))));
+    }
+  }
+  return flags;
+}
+
+TEST(SidecarMainTest, HelpExitsZeroAndListsEveryFlagOfOursInGroups) {
+  const std::string help_path = TempPath("help.txt");
+  SidecarProcess help({"--help"}, help_path);
+  ASSERT_TRUE(help.spawned());
+  EXPECT_EQ(help.Wait(), 0);
+  const std::string text = ReadAll(help_path);
+  const std::string first_line = text.substr(0, text.find('\n'));
+  EXPECT_TRUE(absl::StartsWith(first_line, "informer_sidecar: Kubernetes"))
+      << first_line;
+  EXPECT_FALSE(absl::StrContains(first_line,
+                                 "informer_sidecar: informer_sidecar"));
+  for (const char* group :
+       {"\nCluster: ", "\nServing: ", "\nWatch streams ", "\nSecurity: ",
+        "\nOperations: ", "\nDemo:", "\nLogging:"}) {
+    EXPECT_TRUE(absl::StrContains(text, group)) << group;
+  }
+  // The demo group holds --demo.
+  EXPECT_LT(text.find("\nDemo:"), text.find("\n  --demo "));
+
+  // --helpfull stays (deploy_test reads it) and every flag of ours it
+  // lists is in --help too.
+  const std::string full_path = TempPath("helpfull.txt");
+  SidecarProcess full({"--helpfull"}, full_path);
+  ASSERT_TRUE(full.spawned());
+  full.Wait();
+  const std::set<std::string> ours = OurFlagsInHelpfull(ReadAll(full_path));
+  EXPECT_GE(ours.size(), 35u);
+  EXPECT_EQ(ours.count("grpc_listen"), 1u);
+  EXPECT_EQ(ours.count("v"), 1u);
+  for (const std::string& flag : ours) {
+    EXPECT_TRUE(absl::StrContains(text, absl::StrCat("\n  --", flag, " (")))
+        << "--help does not list --" << flag;
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "proto/grpc/health/v1/health.pb.h"
 
 namespace server {
 namespace {
@@ -29,6 +30,11 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
       new SidecarServer(registry, options.informer));
   // Both are process-wide switches read by every later ServerBuilder.
   grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's health service has no protobuf descriptor of its own: reflection
+  // would list grpc.health.v1.Health but not describe it, and grpcurl would
+  // refuse to call it. Touching our compiled-in definition of the same
+  // interface links it and registers it in the pool reflection serves.
+  grpc::health::v1::HealthCheckResponse::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(std::string(listen),

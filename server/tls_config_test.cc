@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "emulator/tls_certs.h"
 #include "informer/cache/testing/fake_source.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 #include "server/config/informer_registry.h"
 #include "server/sidecar_server.h"
-#include "server/security/test_pki.h"
 
 namespace server {
 namespace {
@@ -41,15 +41,17 @@ std::string WriteTemp(const std::string& name, const std::string& content) {
 class TlsConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<TestPki> pki = MakeTestPki();
+    absl::StatusOr<emulator::TestPki> pki =
+        emulator::GenerateTestPki({"localhost"}, {"127.0.0.1"});
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
-    absl::StatusOr<TestPki> other = MakeTestPki();
+    absl::StatusOr<emulator::TestPki> other =
+        emulator::GenerateTestPki({"localhost"}, {"127.0.0.1"});
     ASSERT_TRUE(other.ok()) << other.status();
     other_ = *std::move(other);
-    files_.cert_file = WriteTemp("server.crt", pki_.server_cert);
-    files_.key_file = WriteTemp("server.key", pki_.server_key);
-    ca_file_ = WriteTemp("ca.crt", pki_.ca_cert);
+    files_.cert_file = WriteTemp("server.crt", pki_.server_cert_pem);
+    files_.key_file = WriteTemp("server.key", pki_.server_key_pem);
+    ca_file_ = WriteTemp("ca.crt", pki_.ca_cert_pem);
   }
 
   void TearDown() override {
@@ -109,8 +111,8 @@ class TlsConfigTest : public ::testing::Test {
     return grpc::SslCredentials(options);
   }
 
-  TestPki pki_;
-  TestPki other_;
+  emulator::TestPki pki_;
+  emulator::TestPki other_;
   TlsFiles files_;
   std::string ca_file_;
   std::unique_ptr<InformerRegistry> registry_;
@@ -130,7 +132,7 @@ TEST_F(TlsConfigTest, MistakesNameTheFlagAndFile) {
     std::string expected;
   };
   const std::string garbage = WriteTemp("garbage.pem", "not a PEM file\n");
-  const std::string other_key = WriteTemp("other.key", other_.server_key);
+  const std::string other_key = WriteTemp("other.key", other_.server_key_pem);
   const std::vector<Case> cases = {
       {{.cert_file = files_.cert_file},
        "--grpc_tls_cert_file needs --grpc_tls_key_file too"},
@@ -176,9 +178,9 @@ TEST_F(TlsConfigTest, MistakesNameTheFlagAndFile) {
 
 TEST_F(TlsConfigTest, TlsServesClientsThatTrustTheCa) {
   StartServer(files_);
-  EXPECT_TRUE(Call(ClientCreds(pki_.ca_cert)).ok());
+  EXPECT_TRUE(Call(ClientCreds(pki_.ca_cert_pem)).ok());
   // A client trusting another CA refuses the server's certificate.
-  EXPECT_EQ(Call(ClientCreds(other_.ca_cert)).error_code(),
+  EXPECT_EQ(Call(ClientCreds(other_.ca_cert_pem)).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   // A plaintext client gets nowhere.
   EXPECT_EQ(Call(grpc::InsecureChannelCredentials()).error_code(),
@@ -190,16 +192,16 @@ TEST_F(TlsConfigTest, MutualTlsRequiresAClientCertificateFromTheCa) {
   files.client_ca_file = ca_file_;
   StartServer(files);
   // No client certificate: refused in the handshake.
-  EXPECT_EQ(Call(ClientCreds(pki_.ca_cert)).error_code(),
+  EXPECT_EQ(Call(ClientCreds(pki_.ca_cert_pem)).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   // A certificate another CA signed: refused.
-  EXPECT_EQ(
-      Call(ClientCreds(pki_.ca_cert, other_.client_cert, other_.client_key))
-          .error_code(),
-      grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Call(ClientCreds(pki_.ca_cert_pem, other_.client_cert_pem,
+                             other_.client_key_pem))
+                .error_code(),
+            grpc::StatusCode::UNAVAILABLE);
   // The CA's client certificate: accepted.
-  grpc::Status st =
-      Call(ClientCreds(pki_.ca_cert, pki_.client_cert, pki_.client_key));
+  grpc::Status st = Call(
+      ClientCreds(pki_.ca_cert_pem, pki_.client_cert_pem, pki_.client_key_pem));
   EXPECT_TRUE(st.ok()) << st.error_message();
 }
 

@@ -6,6 +6,13 @@
 
 namespace informer {
 
+// A titled group of flags for --help (see InitProgram).
+struct FlagGroup {
+  std::string title;
+  // Flag names without dashes.
+  std::vector<std::string> flags;
+};
+
 // Parses the command line with absl::ParseCommandLine and initialises glog
 // from our own absl flags.
 //
@@ -15,9 +22,20 @@ namespace informer {
 // (--v, --vmodule, --logtostderr, --stderrthreshold, --minloglevel,
 // --log_dir) and copy them into glog here, once, before any logging.
 //
+// --help (or -help) prints `usage`, then every flag of ours (defined under
+// informer/, server/ or emulator/) with its default and help: the flags of
+// each of `help_groups` under its title, the log settings under "Logging",
+// any other flag of ours under "Other flags"; then exits 0. --helpfull
+// keeps absl's listing of every flag, libraries' included.
+//
 // Call once at the start of main(). Returns the positional arguments
 // (argv[0] first). Not thread-safe; nothing else may run yet.
-std::vector<char*> InitProgram(int argc, char** argv, const char* usage);
+std::vector<char*> InitProgram(int argc, char** argv, const char* usage,
+                               const std::vector<FlagGroup>& help_groups = {});
+
+// The text --help prints (see InitProgram).
+std::string HelpText(const char* usage,
+                     const std::vector<FlagGroup>& help_groups);
 
 }  // namespace informer
 

@@ -1,5 +1,6 @@
 #include "server/ops/malloc_tuning.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -14,6 +15,15 @@ void ReexecWithMallocTunables(char** argv) {
   // Set before exec so the new image inherits it; the new process sees it
   // set and does not exec again.
   if (setenv("GLIBC_TUNABLES", kMallocTunables, /*overwrite=*/0) != 0) return;
+  // Exec the binary's real path, not /proc/self/exe: the kernel names the
+  // new image after the file exec'd, and "exe" in ps, top and ss says
+  // nothing about which process it is.
+  char path[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n > 0) {
+    path[n] = '\0';
+    execv(path, argv);
+  }
   execv("/proc/self/exe", argv);
   // exec failed (no /proc?): run on with the defaults. glibc ignores the
   // variable now, so leave it set for children to see what was intended.

@@ -21,7 +21,8 @@ inline constexpr char kMallocTunables[] =
 bool ShouldApplyMallocTunables(const char* current);
 
 // glibc reads GLIBC_TUNABLES only when a process starts, so the binary
-// re-executes itself (/proc/self/exe, same pid, same arguments) once with
+// re-executes itself (the file /proc/self/exe points to, so that the process
+// keeps its name; same pid, same arguments) once with
 // it set, unless ShouldApplyMallocTunables says not to. Call first thing in
 // main, before any thread exists. Returns only when it did not re-execute
 // (also when exec fails: the sidecar then runs with glibc's defaults).
