@@ -1,4 +1,4 @@
-#include "emulator/emulator.h"
+#include "emulator/emulator_with_faults.h"
 
 #include <openssl/bio.h>
 #include <openssl/pem.h>
@@ -117,7 +117,7 @@ class EmulatorTest : public ::testing::Test {
  protected:
   void Start(EmulatorOptions options = {}) {
     if (options.clock == informer::RealClock()) options.clock = &clock_;
-    emu_ = std::make_unique<Emulator>(options);
+    emu_ = std::make_unique<EmulatorWithFaults>(options);
     ASSERT_TRUE(emu_->Start().ok());
   }
   void TearDown() override {
@@ -156,7 +156,7 @@ class EmulatorTest : public ::testing::Test {
   }
 
   informer::FakeClock clock_;
-  std::unique_ptr<Emulator> emu_;
+  std::unique_ptr<EmulatorWithFaults> emu_;
   std::vector<std::unique_ptr<WatchClient>> watches_;
 };
 

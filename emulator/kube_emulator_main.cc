@@ -40,7 +40,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
-#include "emulator/emulator.h"
+#include "emulator/emulator_with_faults.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to bind.");
 ABSL_FLAG(int, port, 0, "Port to bind; 0 picks a free one.");
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     options.tokens.push_back(t);
   }
 
-  emulator::Emulator emu(options);
+  emulator::EmulatorWithFaults emu(options);
   absl::Status started = emu.Start();
   if (!started.ok()) {
     LOG(ERROR) << "cannot start: " << started;

@@ -27,7 +27,7 @@
 #include "informer/util/clock.h"
 #include "informer/cache/shared_informer.h"
 #include "integration_tests/test_harness.h"
-#include "emulator/emulator.h"
+#include "emulator/emulator_with_faults.h"
 #include "emulator/seed.h"
 
 namespace integration {
@@ -71,7 +71,7 @@ class InformerVsEmulatorTest : public ::testing::Test {
   }
 
   void StartEmulator(const Scenario& setup) {
-    emu_ = std::make_unique<emulator::Emulator>(setup.emulator);
+    emu_ = std::make_unique<emulator::EmulatorWithFaults>(setup.emulator);
     ASSERT_TRUE(emu_->Start().ok());
     for (int i = 0; i < setup.initial_pods; ++i) {
       CreatePod(absl::StrCat("pod-", i));
@@ -199,7 +199,7 @@ class InformerVsEmulatorTest : public ::testing::Test {
   FakeClock clock_;
   RecordingHandler handler_;
   ErrorLog errors_;
-  std::unique_ptr<emulator::Emulator> emu_;
+  std::unique_ptr<emulator::EmulatorWithFaults> emu_;
   std::unique_ptr<KubeClient> kube_;
   std::unique_ptr<ResourceClient> resource_client_;
   std::unique_ptr<ClockPump> pump_;

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include <random>
@@ -119,11 +120,39 @@ class Reflector {
  private:
   enum class State { kList, kWatch, kStopped };
 
+  // What one watch has seen so far.
+  struct WatchRound {
+    absl::Time started;
+    int64_t events = 0;
+    // A WatchList still streaming its initial state, collected here until
+    // the initial-events-end bookmark swaps it in with one Replace.
+    bool initial = false;
+    std::map<std::string, ObjectPtr> initial_state;
+  };
+
+  // Lists every page into one Replace, then kWatch.
   State DoList();
+  // The first page's options: the RV to list at (see DoList), counted.
+  ListOptions StartList();
+  // Transforms a page's objects and appends them to `items`.
+  absl::Status AppendPage(ObjectList page, std::vector<ObjectPtr>* items);
+  // Reports a failed list (`mid_list`: a later page's continue token
+  // failed) and picks the next state.
+  State OnListFailed(const absl::Status& status, bool mid_list);
   // Opens a watch from the last synced RV and applies its events. With
   // `watch_list`, it is a WatchList request whose streamed initial state
   // replaces the FIFO's content before live events follow.
   State DoWatch(bool watch_list);
+  absl::StatusOr<std::unique_ptr<WatchStream>> OpenWatch(bool watch_list);
+  State OnWatchOpenFailed(bool watch_list, const absl::Status& status);
+  void CountEvent(WatchEventType type);
+  // Applies one event to the FIFO (or the round's initial state); a
+  // non-OK result ends the watch with that status.
+  absl::Status ApplyEvent(const WatchEvent& ev, WatchRound* round);
+  absl::Status ApplyObjectEvent(const WatchEvent& ev, WatchRound* round);
+  absl::Status ApplyInitialEventsEnd(const WatchEvent& ev, WatchRound* round);
+  // The next state once a watch has ended with `end`.
+  State AfterWatch(const WatchRound& round, const absl::Status& end);
   void ResyncLoop();
   // Waits out the back-off (or until Stop). Returns false when stopped.
   bool BackOff();

@@ -1,4 +1,4 @@
-#include "informer/client/watch_stream.h"
+#include "informer/client/watch_decoder.h"
 
 #include <utility>
 
@@ -7,7 +7,7 @@
 namespace informer {
 namespace client {
 
-HttpWatchStream::HttpWatchStream(
+WatchDecoder::WatchDecoder(
     std::unique_ptr<HttpStream> body, TransformOptions transform,
     std::string path, std::shared_ptr<std::atomic<uint64_t>> bytes_received)
     : body_(std::move(body)),
@@ -15,7 +15,7 @@ HttpWatchStream::HttpWatchStream(
       path_(std::move(path)),
       bytes_received_(std::move(bytes_received)) {}
 
-absl::Status HttpWatchStream::Next(WatchEvent* event) {
+absl::Status WatchDecoder::Next(WatchEvent* event) {
   std::string line;
   while (true) {
     if (stopped_.load()) return absl::CancelledError("watch stopped");
@@ -53,7 +53,7 @@ absl::Status HttpWatchStream::Next(WatchEvent* event) {
   }
 }
 
-void HttpWatchStream::Stop() {
+void WatchDecoder::Stop() {
   stopped_.store(true);
   body_->Stop();
 }
