@@ -690,6 +690,32 @@ TEST_F(EmulatorTest, RestartDropsWatchesAndExpiresOldResourceVersions) {
   EXPECT_EQ(Json(again.Lines()[0])["object"]["code"].GetInt(), 410);
 }
 
+TEST_F(EmulatorTest, ExactListAtAnOldRvServesHistoryUntilCompacted) {
+  Start();
+  CreateConfigMap("demo", "a");
+  const int64_t rv = emu_->store().CurrentRv();
+  CreateConfigMap("demo", "b");
+  auto cli = Client();
+  ASSERT_EQ(cli.Post("/_emulator/restart")->status, 200);
+  const std::string exact_path = absl::StrCat(
+      "/api/v1/namespaces/demo/configmaps?resourceVersion=", rv, "&limit=500");
+  auto exact = cli.Get(exact_path.c_str());
+  ASSERT_TRUE(exact);
+  ASSERT_EQ(exact->status, 200);
+  auto e = Json(exact->body);
+  EXPECT_EQ(e["items"].Size(), 1u);
+  EXPECT_EQ(e["metadata"]["resourceVersion"].GetString(), absl::StrCat(rv));
+  ASSERT_EQ(cli.Post("/_emulator/compact")->status, 200);
+  auto expired = cli.Get(exact_path.c_str());
+  ASSERT_TRUE(expired);
+  EXPECT_EQ(expired->status, 410);
+  EXPECT_EQ(expired->body,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+            "\"status\":\"Failure\",\"message\":\"The resourceVersion for "
+            "the provided list is too old.\",\"reason\":\"Expired\","
+            "\"code\":410}");
+}
+
 TEST_F(EmulatorTest, ControlEndpointsReportState) {
   Start();
   CreateConfigMap("demo", "a");

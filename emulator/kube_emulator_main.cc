@@ -16,8 +16,8 @@
 //   /_emulator/resume_watches?resource=pods POST
 //   /_emulator/malformed_event?resource=pods      one invalid JSON line POST
 //   /_emulator/large_object?namespace=ns&name=n&bytes=B  a >1 MiB object POST
-//   /_emulator/restart                            compact + drop watches POST
-//   /_emulator/compact                            expire old RVs/tokens POST
+//   /_emulator/restart                            new watch window + drop watches POST
+//   /_emulator/compact                            etcd compaction: old RVs/tokens 410 POST
 //   /_emulator/load?namespace=bench&objects=100&bytes=1024&rate=1000&millis=10000
 //       paced ConfigMap updates stamped with data.sent (monotonic ns); blocks
 //       until done and answers {"updates":N,"seconds":S}

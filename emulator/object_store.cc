@@ -307,15 +307,21 @@ absl::StatusOr<int64_t> ObjectStore::SnapshotRvLocked(
     return absl::DeadlineExceededError(absl::StrCat(
         "Too large resource version: ", requested_rv, ", current: ", rv_));
   }
-  if (req.resource_version_match == "Exact") {
-    if (requested_rv < compacted_rv_) {
-      return absl::OutOfRangeError(absl::StrCat("too old resource version: ",
-                                                requested_rv, " (",
-                                                compacted_rv_, ")"));
-    }
-    return requested_rv;
+  // Which store answers, as kube-apiserver v1.24 decides (the cacher's
+  // shouldDelegateList): a list with a resourceVersion and a limit but no
+  // resourceVersionMatch, or with match=Exact, goes to etcd as an exact
+  // read at that revision; without a limit, or with NotOlderThan, it is
+  // served at the current state, not older than the RV.
+  const bool exact =
+      req.resource_version_match == "Exact" ||
+      (req.resource_version_match.empty() && req.limit > 0);
+  if (!exact) return rv_;
+  if (requested_rv < compacted_rv_) {
+    // etcd answered ErrCompacted (the etcd3 store's wording).
+    return absl::OutOfRangeError(
+        "The resourceVersion for the provided list is too old.");
   }
-  return rv_;
+  return requested_rv;
 }
 
 std::string ObjectStore::RemainingMemoKey(const ResourceInfo& r,
@@ -530,15 +536,21 @@ void ObjectStore::CompactToLocked(int64_t rv) {
 void ObjectStore::Compact() {
   absl::MutexLock lock(&mu_);
   CompactToLocked(rv_);
-  history_reset_rv_ = rv_;
-  for (auto& [info, st] : states_) {
-    st->history.clear();
-    st->history_floor = rv_;
-  }
 }
 
 void ObjectStore::Restart() {
-  Compact();
+  {
+    absl::MutexLock lock(&mu_);
+    // A restarted API server's watch cache starts empty at the current
+    // revision: it serves watches from there on, and an older RV gets
+    // "too old resource version: RV (restart RV)". etcd, and with it
+    // exact lists and continue tokens, keeps its history until compacted.
+    history_reset_rv_ = rv_;
+    for (auto& [info, st] : states_) {
+      st->history.clear();
+      st->history_floor = rv_;
+    }
+  }
   ForEachWatcher(nullptr,
                  [](Watcher& w) { w.Close(Watcher::CloseKind::kAbrupt); });
 }

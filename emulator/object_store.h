@@ -51,14 +51,19 @@ class ObjectStore;
 //
 // - One resourceVersion counter across all resources, incremented by every
 //   write; an object's metadata.resourceVersion is the counter at its write.
-// - Multi-version: each key keeps its versions since the last compaction, so
-//   paged lists continue from a consistent snapshot (continue tokens carry
-//   the snapshot RV and the last key). Compaction (every
-//   `compaction_interval`, to the RV of the previous compaction tick, like
-//   the API server's etcd compactor; or Compact()/Restart()) expires older
-//   continue tokens with 410.
-// - Per resource, a bounded history of the last `history_length` events: a
-//   watch from an RV older than the history gets 410 Expired.
+// - Multi-version ("etcd"): each key keeps its versions since the last
+//   compaction, so paged lists continue from a consistent snapshot
+//   (continue tokens carry the snapshot RV and the last key), and a list
+//   with a resourceVersion and a limit (no resourceVersionMatch, or Exact)
+//   is an exact read at that RV, as kube-apiserver serves it from etcd.
+//   Compaction (every `compaction_interval`, to the RV of the previous
+//   compaction tick, like the API server's etcd compactor; or Compact())
+//   expires older continue tokens and exact RVs with 410.
+// - Lists with an RV but no limit, or NotOlderThan, are served at the
+//   current state (the watch cache's "not older than").
+// - Per resource, a bounded history of the last `history_length` events
+//   ("the watch cache"): a watch from an RV older than the history gets
+//   410 Expired. Restart() starts it over at the current RV.
 // - No admission, defaulting, graceful deletion, finalizers or namespace
 //   existence checks: deletes are immediate.
 //
@@ -140,10 +145,14 @@ class ObjectStore {
   bool AwaitWatchers(const ResourceInfo* r, int n,
                      absl::Duration timeout) const;
 
-  // Expires every continue token and all watch history up to now.
+  // etcd compaction to the current RV: older continue tokens and exact
+  // lists at older RVs get 410 Expired. The watch history (the API
+  // server's watch cache) is not affected, as in kube-apiserver.
   void Compact();
-  // What an API server restart looks like to clients: Compact(), then every
-  // watch is dropped abruptly.
+  // What an API server restart looks like to clients: the watch history
+  // starts over at the current RV (a watch from an older RV gets 410 "too
+  // old resource version: RV (current)"), and every watch is dropped
+  // abruptly. Versions stay until Compact(), as etcd's do.
   void Restart();
   // Ends every watch gracefully (server shutdown).
   void CloseAllWatchers();

@@ -46,7 +46,9 @@ void Reflector::Run() {
       absl::MutexLock lock(&mu_);
       if (stopped_) break;
     }
-    if (state == State::kList) {
+    if (state == State::kPlainList) {
+      state = DoList();
+    } else if (state == State::kList) {
       bool watch_list = false;
       {
         absl::MutexLock lock(&mu_);
@@ -73,6 +75,8 @@ void Reflector::Stop() {
 ListOptions Reflector::StartList() {
   std::string rv;
   bool relist = false;
+  bool unpaged = false;
+  bool paginated = false;
   {
     absl::MutexLock lock(&mu_);
     // client-go's relistResourceVersion: "0" first (served from the watch
@@ -81,6 +85,9 @@ ListOptions Reflector::StartList() {
     ++counters_.lists;
     if (listed_once_) ++counters_.relists;
     relist = listed_once_;
+    unpaged = unpaged_next_;
+    unpaged_next_ = false;
+    paginated = paginated_result_;
   }
   // A lifecycle event worth one line (relists are rare and costly).
   LOG(INFO) << options_.name << ": " << (relist ? "relisting" : "listing")
@@ -88,7 +95,22 @@ ListOptions Reflector::StartList() {
                                         : " from resourceVersion " + rv);
   ListOptions opts;
   opts.resource_version = rv;
-  opts.limit = options_.page_size;
+  opts.limit = unpaged ? 0 : options_.page_size;
+  if (!rv.empty() && rv != "0" && !unpaged) {
+    // The API server serves a list at a non-zero RV with a limit and no
+    // resourceVersionMatch as an EXACT read from etcd: the state AT that
+    // RV, which after a restart (new watch window) cannot be watched from
+    // and would be listed again and again. Like client-go, turn paging off
+    // so that the watch cache serves the current state, not older than
+    // RV; a server that paged us before (no watch cache) gets the paged
+    // list with resourceVersionMatch=NotOlderThan, which etcd serves at
+    // the current revision.
+    if (paginated) {
+      opts.resource_version_match = "NotOlderThan";
+    } else {
+      opts.limit = 0;
+    }
+  }
   return opts;
 }
 
@@ -104,10 +126,9 @@ absl::Status Reflector::AppendPage(ObjectList page,
   for (ObjectPtr& obj : page.items) {
     if (options_.transform) {
       absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
-      if (!t.ok()) {
-        ReportError(t.status());
-        continue;
-      }
+      // Skipping the object would make Replace tombstone it: the list
+      // fails and is retried, as client-go's Replace fails.
+      if (!t.ok()) return t.status();
       obj = *std::move(t);
     }
     items->push_back(std::move(obj));
@@ -125,10 +146,13 @@ Reflector::State Reflector::OnListFailed(const absl::Status& status,
     last_rv_unavailable_ = true;
     ++counters_.expired;
     // A continue token that expired mid-list is routine (compaction
-    // while paging a big list): client-go restarts the full list at
-    // once, and so do we. An RV the server rejects on the first page
-    // backs off like any failure.
-    if (mid_list && !stopped_) return State::kList;
+    // while paging a big list): like client-go's pager, restart at once
+    // as one unpaged list, which cannot expire that way again. An RV the
+    // server rejects on the first page backs off like any failure.
+    if (mid_list && !stopped_) {
+      unpaged_next_ = true;
+      return State::kPlainList;
+    }
   }
   return BackOff() ? State::kList : State::kStopped;
 }
@@ -150,6 +174,10 @@ Reflector::State Reflector::DoList() {
       list_rv = std::move(page_rv);
       break;
     }
+    {
+      absl::MutexLock lock(&mu_);
+      paginated_result_ = true;
+    }
     // Later pages must come from the same snapshot: the continue token
     // carries it, and the API server rejects an RV alongside it.
     opts.continue_token = std::move(continue_token);
@@ -164,9 +192,11 @@ Reflector::State Reflector::DoList() {
   }
   VLOG(1) << options_.name << ": listed " << items.size()
           << " objects at resourceVersion " << list_rv;
+  fifo_->NoteResourceVersion(list_rv);
   {
     absl::MutexLock lock(&mu_);
     last_sync_rv_ = list_rv;
+    listed_rv_ = list_rv;
     last_rv_unavailable_ = false;
     listed_once_ = true;
   }
@@ -204,22 +234,25 @@ Reflector::State Reflector::OnWatchOpenFailed(bool watch_list,
                                               const absl::Status& status) {
   ReportError(status);
   if (watch_list) {
-    // Like client-go, any failure falls back to list+watch for this
-    // round; a server that does not know WatchList (422 Invalid, as
-    // v1.24 answers) is never asked again.
+    // Like client-go, any failure falls back to a plain LIST for this
+    // round ("making progress is better than deadlocking"); a server that
+    // does not know WatchList (422 Invalid, as v1.24 answers) is never
+    // asked again.
+    absl::MutexLock lock(&mu_);
     if (HttpCode(status) == 422 || absl::IsInvalidArgument(status)) {
       LOG(INFO) << options_.name
                 << ": the API server does not support WatchList; using "
                    "list+watch";
-      absl::MutexLock lock(&mu_);
       watch_list_unsupported_ = true;
-      return State::kList;
     }
-    return BackOff() ? State::kList : State::kStopped;
+    if (IsExpired(status) || IsTooLargeResourceVersion(status)) {
+      last_rv_unavailable_ = true;
+    }
+    return State::kPlainList;
   }
+  if (IsExpired(status)) return OnWatchExpired();
   const State next =
       RewatchWithoutRelist(status) ? State::kWatch : State::kList;
-  if (IsExpired(status)) return State::kList;
   return BackOff() ? next : State::kStopped;
 }
 
@@ -302,13 +335,13 @@ absl::Status Reflector::ApplyEvent(const WatchEvent& ev, WatchRound* round) {
       return StatusFromApiStatus(ev.status, "WATCH", options_.name);
   }
   if (!applied.ok()) return applied;
-  {
+  // During a streamed initial state the RV is not a resume point until
+  // the end bookmark has been applied.
+  if (!round->initial && !ev.resource_version.empty()) {
+    fifo_->NoteResourceVersion(ev.resource_version);
     absl::MutexLock lock(&mu_);
-    // During a streamed initial state the RV is not a resume point until
-    // the end bookmark has been applied.
-    if (!round->initial && !ev.resource_version.empty()) {
-      last_sync_rv_ = ev.resource_version;
-    }
+    last_sync_rv_ = ev.resource_version;
+    if (ev.initial_events_end) listed_rv_ = ev.resource_version;
   }
   if (ev.type == WatchEventType::kBookmark && ev.initial_events_end &&
       options_.on_replaced) {
@@ -362,11 +395,12 @@ Reflector::State Reflector::AfterWatch(const WatchRound& round,
                           ": watch-list stream ended before the initial "
                           "state was complete"))
                     : end);
-    if (IsExpired(end)) {
+    if (IsExpired(end) || IsTooLargeResourceVersion(end)) {
       absl::MutexLock lock(&mu_);
       last_rv_unavailable_ = true;
     }
-    return BackOff() ? State::kList : State::kStopped;
+    // As when the request itself fails: a plain LIST for this round.
+    return State::kPlainList;
   }
   if (absl::IsOutOfRange(end)) {
     // A normal close (timeoutSeconds). One that ends at once without a
@@ -381,15 +415,12 @@ Reflector::State Reflector::AfterWatch(const WatchRound& round,
     return State::kWatch;
   }
   ReportError(end);
-  if (IsExpired(end)) {
-    // The RV fell out of the server's history: relist at the last RV
-    // (served from the watch cache); if that fails too, DoList asks for "".
-    absl::MutexLock lock(&mu_);
-    ++counters_.expired;
-    return State::kList;
-  }
+  if (IsExpired(end)) return OnWatchExpired();
   State next = State::kWatch;
-  if (IsTooLargeResourceVersion(end)) {
+  if (IsUndecodableEvent(end)) {
+    // A re-watch from the same RV would get the same event again.
+    next = State::kList;
+  } else if (IsTooLargeResourceVersion(end)) {
     absl::MutexLock lock(&mu_);
     last_rv_unavailable_ = true;
     next = State::kList;
@@ -400,6 +431,21 @@ Reflector::State Reflector::AfterWatch(const WatchRound& round,
   // A cut connection (no HTTP code) or 429/503: the RV is still a valid
   // resume point, so re-watch without relisting.
   return BackOff() ? next : State::kStopped;
+}
+
+Reflector::State Reflector::OnWatchExpired() {
+  {
+    absl::MutexLock lock(&mu_);
+    ++counters_.expired;
+    // The RV fell out of the server's watch window: relist at the last RV
+    // (not older than it: the current state). If even the RV the last list
+    // returned cannot be watched from, that list was not current (an exact
+    // read of an old revision): the next one is a consistent read ("").
+    if (last_sync_rv_ == listed_rv_) last_rv_unavailable_ = true;
+  }
+  // Every relist waits its back-off: whatever the server answers, the
+  // list/watch rounds cannot spin.
+  return BackOff() ? State::kList : State::kStopped;
 }
 
 void Reflector::ReportError(const absl::Status& status) {

@@ -23,9 +23,11 @@ absl::Status WatchDecoder::Next(WatchEvent* event) {
     if (splitter_.NextLine(&line)) {
       absl::StatusOr<WatchEvent> decoded = DecodeWatchEvent(line, transform_);
       if (!decoded.ok()) {
-        final_ = absl::Status(
-            decoded.status().code(),
-            absl::StrCat("watch ", path_, ": ", decoded.status().message()));
+        // A complete line that does not decode: the same event would come
+        // back on a re-watch from the same resourceVersion.
+        final_ = UndecodableEventError(absl::StrCat(
+            "watch ", path_, ": undecodable event: ",
+            decoded.status().message()));
         return final_;
       }
       *event = *std::move(decoded);
