@@ -7,12 +7,15 @@
 #include <thread>
 #include <vector>
 
+#include "absl/types/optional.h"
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "informer/util/clock.h"
-#include "emulator/fault_injector.h"
+#include "emulator/emulator_hooks.h"
+#include "emulator/api_status.h"
 #include "emulator/object_store.h"
 #include "emulator/resource_registry.h"
 #include "emulator/seed.h"
@@ -59,14 +62,16 @@ struct EmulatorOptions {
   informer::Clock* clock = informer::RealClock();
 };
 
-// Emulator is an in-process Kubernetes API server: the HTTP(S) protocol
-// (discovery, CRUD, paged lists, chunked watch streams with bookmarks and
-// WatchList, metav1.Status errors byte-compatible with v1.24) over an
-// ObjectStore, plus fault injection for tests. The sidecar's demo mode
-// embeds it; //emulator:kube_emulator runs it as a process.
+// Emulator is the serving core of an in-process Kubernetes API server: the
+// HTTP(S) protocol (discovery, CRUD, paged lists, chunked watch streams with
+// bookmarks and WatchList, metav1.Status errors byte-compatible with v1.24)
+// over an ObjectStore. The sidecar's demo mode embeds it alone; request
+// faults and the load generator plug in through EmulatorHooks
+// (EmulatorWithFaults, which //emulator:kube_emulator and tests use).
 //
-// Control endpoints under /_emulator/ (no authentication) expose the fault
-// injection to out-of-process tests; see kube_emulator_main.cc.
+// Control endpoints under /_emulator/ (no authentication) expose the stream
+// faults, restart and compaction to out-of-process tests, and whatever the
+// hooks serve; see kube_emulator_main.cc.
 //
 // Thread-safety: Start/Stop from one thread; everything else from any
 // thread. Each connection gets its own thread (watches are long-lived).
@@ -77,7 +82,11 @@ class Emulator {
   explicit Emulator(EmulatorOptions options);
   Emulator(const Emulator&) = delete;
   Emulator& operator=(const Emulator&) = delete;
-  ~Emulator();  // Stop()s
+  virtual ~Emulator();  // Stop()s
+
+  // Adds optional behaviour (not owned; must outlive Stop()). Before
+  // Start() only.
+  void AddHooks(EmulatorHooks* hooks);
 
   // Generates TLS material if asked, seeds, binds and starts serving.
   absl::Status Start();
@@ -92,7 +101,6 @@ class Emulator {
 
   ObjectStore& store() { return *store_; }
   ResourceRegistry& registry() { return *registry_; }
-  FaultInjector& faults() { return faults_; }
   // The registered resource named like "pods" or "deployments.apps";
   // CHECK-fails for unknown names (tests and seeds use fixed names).
   const ResourceInfo& Resource(absl::string_view name) const;
@@ -110,27 +118,71 @@ class Emulator {
   absl::StatusOr<StoredObjectPtr> CreateLargeObject(absl::string_view ns,
                                                     absl::string_view name,
                                                     size_t bytes);
-  // An API server restart as clients see it: history compacted (old RVs and
-  // continue tokens get 410), every watch dropped abruptly.
+  // An API server restart as clients see it: the watch cache starts over
+  // at the current RV (a watch from an older RV gets 410), every watch is
+  // dropped abruptly. etcd keeps its history until it is compacted.
   void Restart();
 
  private:
-  struct Route;
+  // The resource a request addresses.
+  struct Route {
+    const ResourceInfo* resource = nullptr;
+    std::string ns;
+    std::string name;
+    std::string subresource;
+  };
+  struct WatchParams;
+  // /api/{version}/... or /apis/{group}/{version}/...: `rest` is the index
+  // of the first path segment after the version.
+  struct ApiPath {
+    std::string group;
+    std::string version;
+    size_t rest = 0;
+  };
   class StreamQueue;
 
+  absl::Status MakeServer();
+  absl::Status Seed();
+  absl::Status Serve();
+
   void Handle(const httplib::Request& req, httplib::Response& res);
+  // The token of the request's bearer credentials; null when unknown.
+  const EmulatorOptions::Token* Authenticate(const httplib::Request& req) const;
+  // Serves discovery paths (true) or fills `api` for a resource path.
+  bool ServeDiscovery(const std::vector<absl::string_view>& seg, bool is_get,
+                      ApiPath* api, httplib::Response& res);
+  // False: no such resource (404).
+  bool ParseRoute(const std::vector<absl::string_view>& seg,
+                  const ApiPath& api, Route* route) const;
+  // The hooks' answers, first one wins.
+  absl::optional<EmulatorHooks::Failure> InjectedFailure(
+      absl::string_view verb, absl::string_view resource);
+  bool TakeWatchExpiry(absl::string_view resource);
+  bool TakeContinueExpiry();
+
   void HandleControl(const httplib::Request& req, httplib::Response& res);
+  // Control operations on streams, restart and compaction; false when `op`
+  // is none of them.
+  bool HandleStreamControl(absl::string_view op, const ResourceInfo* resource);
+  // Control operations that answer with data; 404 for unknown ones.
+  void HandleInspection(absl::string_view op, const ResourceInfo* resource,
+                        const httplib::Request& req, httplib::Response& res);
   void HandleList(const Route& route, const httplib::Request& req,
                   httplib::Response& res);
   void HandleWatch(const Route& route, const httplib::Request& req,
                    httplib::Response& res);
+  // A watch request's parameters; the API server's error otherwise.
+  absl::optional<ApiStatus> ParseWatch(const Route& route,
+                                       const httplib::Request& req,
+                                       WatchRequest* wr,
+                                       WatchParams* params) const;
   void HandleWrite(const Route& route, const std::string& verb,
                    const httplib::Request& req, httplib::Response& res);
 
   EmulatorOptions options_;
   std::unique_ptr<ResourceRegistry> registry_;
   std::unique_ptr<ObjectStore> store_;
-  FaultInjector faults_;
+  std::vector<EmulatorHooks*> hooks_;
   std::unique_ptr<Churner> churner_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listen_thread_;

@@ -1,4 +1,4 @@
-#include "emulator/emulator.h"
+#include "emulator/emulator_with_faults.h"
 
 #include <openssl/bio.h>
 #include <openssl/pem.h>
@@ -117,7 +117,7 @@ class EmulatorTest : public ::testing::Test {
  protected:
   void Start(EmulatorOptions options = {}) {
     if (options.clock == informer::RealClock()) options.clock = &clock_;
-    emu_ = std::make_unique<Emulator>(options);
+    emu_ = std::make_unique<EmulatorWithFaults>(options);
     ASSERT_TRUE(emu_->Start().ok());
   }
   void TearDown() override {
@@ -156,7 +156,7 @@ class EmulatorTest : public ::testing::Test {
   }
 
   informer::FakeClock clock_;
-  std::unique_ptr<Emulator> emu_;
+  std::unique_ptr<EmulatorWithFaults> emu_;
   std::vector<std::unique_ptr<WatchClient>> watches_;
 };
 
@@ -688,6 +688,32 @@ TEST_F(EmulatorTest, RestartDropsWatchesAndExpiresOldResourceVersions) {
   ASSERT_TRUE(again.AwaitDone());
   ASSERT_EQ(again.Lines().size(), 1u);
   EXPECT_EQ(Json(again.Lines()[0])["object"]["code"].GetInt(), 410);
+}
+
+TEST_F(EmulatorTest, ExactListAtAnOldRvServesHistoryUntilCompacted) {
+  Start();
+  CreateConfigMap("demo", "a");
+  const int64_t rv = emu_->store().CurrentRv();
+  CreateConfigMap("demo", "b");
+  auto cli = Client();
+  ASSERT_EQ(cli.Post("/_emulator/restart")->status, 200);
+  const std::string exact_path = absl::StrCat(
+      "/api/v1/namespaces/demo/configmaps?resourceVersion=", rv, "&limit=500");
+  auto exact = cli.Get(exact_path.c_str());
+  ASSERT_TRUE(exact);
+  ASSERT_EQ(exact->status, 200);
+  auto e = Json(exact->body);
+  EXPECT_EQ(e["items"].Size(), 1u);
+  EXPECT_EQ(e["metadata"]["resourceVersion"].GetString(), absl::StrCat(rv));
+  ASSERT_EQ(cli.Post("/_emulator/compact")->status, 200);
+  auto expired = cli.Get(exact_path.c_str());
+  ASSERT_TRUE(expired);
+  EXPECT_EQ(expired->status, 410);
+  EXPECT_EQ(expired->body,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+            "\"status\":\"Failure\",\"message\":\"The resourceVersion for "
+            "the provided list is too old.\",\"reason\":\"Expired\","
+            "\"code\":410}");
 }
 
 TEST_F(EmulatorTest, ControlEndpointsReportState) {

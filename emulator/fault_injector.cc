@@ -1,5 +1,7 @@
 #include "emulator/fault_injector.h"
 
+#include "absl/strings/numbers.h"
+
 namespace emulator {
 
 void FaultInjector::ThrottleNextRequests(int count, int retry_after_seconds) {
@@ -68,6 +70,34 @@ bool FaultInjector::TakeContinueExpiry() {
   if (continue_expiries_ == 0) return false;
   --continue_expiries_;
   return true;
+}
+
+absl::optional<EmulatorHooks::ControlReply> FaultInjector::HandleControl(
+    const ControlRequest& request) {
+  auto int_param = [&request](const char* key, int def) {
+    int v = def;
+    std::string s = request.param(key);
+    if (!s.empty() && !absl::SimpleAtoi(s, &v)) v = def;
+    return v;
+  };
+  const std::string resource =
+      request.resource == nullptr ? "*" : request.resource->resource;
+  if (request.op == "throttle") {
+    ThrottleNextRequests(int_param("count", 1), int_param("retry_after", 1));
+  } else if (request.op == "fail") {
+    std::string verb = request.param("verb");
+    FailRequests(verb.empty() ? "*" : verb, resource, int_param("code", 500),
+                 int_param("count", 1));
+  } else if (request.op == "expire_watch") {
+    ExpireNextWatch(resource);
+  } else if (request.op == "expire_continue") {
+    ExpireNextContinue();
+  } else if (request.op == "clear_faults") {
+    Clear();
+  } else {
+    return absl::nullopt;
+  }
+  return ControlReply{200, "{\"ok\":true}"};
 }
 
 }  // namespace emulator

@@ -8,24 +8,22 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/optional.h"
+#include "emulator/emulator_hooks.h"
 
 namespace emulator {
 
 // FaultInjector holds the request-level faults armed by tests: throttling
 // (429 + Retry-After), error responses for a verb and resource, a 410 on the
-// next watch, a 410 on the next continue token. The HTTP layer consults it
-// once per request. Stream-level faults (cut, stall, malformed line) act on
+// next watch, a 410 on the next continue token. It is an EmulatorHooks: the
+// HTTP layer consults it once per request, and it serves the control
+// endpoints /_emulator/{throttle,fail,expire_watch,expire_continue,
+// clear_faults} (see kube_emulator_main.cc). Stream-level faults (cut, stall, malformed line) act on
 // open watches and live on the store's Watchers instead.
 //
 // Thread-safety: all methods are thread-safe. Each armed fault fires for
 // exactly its count of matching requests, in arrival order.
-class FaultInjector {
+class FaultInjector : public EmulatorHooks {
  public:
-  // What to answer instead of serving a request.
-  struct Failure {
-    int code = 0;                 // HTTP status
-    int retry_after_seconds = 0;  // for 429
-  };
 
   // The next `count` API requests (any verb, any resource) get 429 with
   // Retry-After: `retry_after_seconds`.
@@ -43,11 +41,13 @@ class FaultInjector {
   // Disarms everything above.
   void Clear();
 
-  // Consulted by the server, in this order, for every API request.
+  // EmulatorHooks.
   absl::optional<Failure> OnRequest(absl::string_view verb,
-                                    absl::string_view resource);
-  bool TakeWatchExpiry(absl::string_view resource);
-  bool TakeContinueExpiry();
+                                    absl::string_view resource) override;
+  bool TakeWatchExpiry(absl::string_view resource) override;
+  bool TakeContinueExpiry() override;
+  absl::optional<ControlReply> HandleControl(
+      const ControlRequest& request) override;
 
  private:
   struct VerbFailure {

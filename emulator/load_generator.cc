@@ -1,10 +1,13 @@
 #include "emulator/load_generator.h"
 
+#include "emulator/api_status.h"
+
 #include <time.h>
 
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -90,6 +93,32 @@ absl::StatusOr<LoadReport> RunLoad(ObjectStore& store,
   }
   report.elapsed = clock->Now() - start;
   return report;
+}
+
+absl::optional<EmulatorHooks::ControlReply> LoadControl::HandleControl(
+    const ControlRequest& request) {
+  if (request.op != "load") return absl::nullopt;
+  auto int_param = [&request](const char* key, int def) {
+    int v = def;
+    std::string s = request.param(key);
+    if (!s.empty() && !absl::SimpleAtoi(s, &v)) v = def;
+    return v;
+  };
+  LoadSpec spec;
+  std::string ns = request.param("namespace");
+  if (!ns.empty()) spec.ns = ns;
+  spec.objects = int_param("objects", spec.objects);
+  spec.object_bytes = int_param("bytes", spec.object_bytes);
+  spec.rate = int_param("rate", static_cast<int>(spec.rate));
+  spec.duration = absl::Milliseconds(int_param("millis", 10000));
+  absl::StatusOr<LoadReport> report = RunLoad(*store_, *registry_, spec, clock_);
+  if (!report.ok()) {
+    return ControlReply{
+        400, StatusJson(BadRequestStatus(report.status().ToString()))};
+  }
+  return ControlReply{
+      200, absl::StrCat("{\"updates\":", report->updates, ",\"seconds\":",
+                        absl::ToDoubleSeconds(report->elapsed), "}")};
 }
 
 }  // namespace emulator

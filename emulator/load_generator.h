@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "informer/util/clock.h"
+#include "emulator/emulator_hooks.h"
 #include "emulator/object_store.h"
 #include "emulator/resource_registry.h"
 
@@ -43,6 +44,24 @@ absl::StatusOr<LoadReport> RunLoad(ObjectStore& store,
                                    const ResourceRegistry& registry,
                                    const LoadSpec& spec,
                                    informer::Clock* clock);
+
+// LoadControl serves /_emulator/load?namespace=&objects=&bytes=&rate=&millis=
+// (one RunLoad, blocking the request for its whole run; benchmarks call it
+// from their own thread) as an EmulatorHooks. Thread-safe; the store,
+// registry and clock are not owned and must outlive it.
+class LoadControl : public EmulatorHooks {
+ public:
+  LoadControl(ObjectStore* store, const ResourceRegistry* registry,
+              informer::Clock* clock)
+      : store_(store), registry_(registry), clock_(clock) {}
+  absl::optional<ControlReply> HandleControl(
+      const ControlRequest& request) override;
+
+ private:
+  ObjectStore* const store_;
+  const ResourceRegistry* const registry_;
+  informer::Clock* const clock_;
+};
 
 // The CLOCK_MONOTONIC time in nanoseconds, as RunLoad writes it.
 int64_t MonotonicNanos();

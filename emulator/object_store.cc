@@ -14,6 +14,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "emulator/api_status.h"
+#include "emulator/object_json.h"
 
 namespace emulator {
 namespace {
@@ -21,230 +22,6 @@ namespace {
 // Bound on ObjectStore::remaining_after_ (about one entry per paged list
 // in flight).
 constexpr size_t kRemainingMemoEntries = 4096;
-
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
-
-absl::string_view View(const rapidjson::Value& v) {
-  return absl::string_view(v.GetString(), v.GetStringLength());
-}
-
-rapidjson::Value Str(absl::string_view s, rapidjson::Document& doc) {
-  return rapidjson::Value(s.data(), static_cast<rapidjson::SizeType>(s.size()),
-                          doc.GetAllocator());
-}
-
-// FindMember by a view that need not be NUL-terminated. (Passing a
-// StringRef directly would pick the `const Ch*` overload, which uses strlen.)
-rapidjson::Value::ConstMemberIterator FindView(const rapidjson::Value& obj,
-                                               absl::string_view key) {
-  rapidjson::Value k(rapidjson::StringRef(
-      key.data(), static_cast<rapidjson::SizeType>(key.size())));
-  return obj.FindMember(k);
-}
-rapidjson::Value::MemberIterator FindView(rapidjson::Value& obj,
-                                          absl::string_view key) {
-  rapidjson::Value k(rapidjson::StringRef(
-      key.data(), static_cast<rapidjson::SizeType>(key.size())));
-  return obj.FindMember(k);
-}
-
-// String member of an object, "" when absent or not a string.
-absl::string_view StringMember(const rapidjson::Value& obj,
-                               absl::string_view key) {
-  if (!obj.IsObject()) return {};
-  auto it = FindView(obj, key);
-  if (it == obj.MemberEnd() || !it->value.IsString()) return {};
-  return View(it->value);
-}
-
-void SetMember(rapidjson::Value& obj, absl::string_view key,
-               rapidjson::Value value, rapidjson::Document& doc) {
-  auto it = FindView(obj, key);
-  if (it != obj.MemberEnd()) {
-    it->value = value;
-  } else {
-    obj.AddMember(Str(key, doc), value, doc.GetAllocator());
-  }
-}
-
-void RemoveMember(rapidjson::Value& obj, absl::string_view key) {
-  auto it = FindView(obj, key);
-  if (it != obj.MemberEnd()) obj.EraseMember(it);
-}
-
-absl::Status ParseObject(absl::string_view json, rapidjson::Document& doc) {
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("malformed JSON at offset ", doc.GetErrorOffset(), ": ",
-                     rapidjson::GetParseError_En(doc.GetParseError())));
-  }
-  if (!doc.IsObject()) {
-    return absl::InvalidArgumentError("the object must be a JSON object");
-  }
-  auto md = doc.FindMember("metadata");
-  if (md == doc.MemberEnd()) {
-    doc.AddMember("metadata", rapidjson::Value(rapidjson::kObjectType),
-                  doc.GetAllocator());
-  } else if (!md->value.IsObject()) {
-    return absl::InvalidArgumentError("metadata must be an object");
-  }
-  return absl::OkStatus();
-}
-
-// Kind and namespace checks shared by create and update; fills in the
-// request's namespace when the body has none.
-absl::Status CheckKindAndNamespace(const ResourceInfo& r, absl::string_view ns,
-                                   rapidjson::Document& doc) {
-  absl::string_view kind = StringMember(doc, "kind");
-  if (!kind.empty() && kind != r.kind) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the kind of the provided object (", kind,
-                     ") does not match the resource (", r.kind, ")"));
-  }
-  rapidjson::Value& md = doc["metadata"];
-  if (!r.namespaced) {
-    RemoveMember(md, "namespace");
-    return absl::OkStatus();
-  }
-  absl::string_view body_ns = StringMember(md, "namespace");
-  if (!body_ns.empty() && !ns.empty() && body_ns != ns) {
-    return absl::InvalidArgumentError(
-        "the namespace of the provided object does not match the namespace "
-        "sent on the request");
-  }
-  if (body_ns.empty()) {
-    if (ns.empty()) {
-      return absl::FailedPreconditionError(
-          "metadata.namespace: Required value");
-    }
-    SetMember(md, "namespace", Str(ns, doc), doc);
-  }
-  return absl::OkStatus();
-}
-
-const rapidjson::Value* FindPath(const rapidjson::Value& root,
-                                 absl::string_view path) {
-  const rapidjson::Value* cur = &root;
-  for (absl::string_view part : absl::StrSplit(path, '.')) {
-    if (!cur->IsObject()) return nullptr;
-    auto it = FindView(*cur, part);
-    if (it == cur->MemberEnd()) return nullptr;
-    cur = &it->value;
-  }
-  return cur;
-}
-
-std::string ScalarText(const rapidjson::Value& v) {
-  if (v.IsString()) return std::string(View(v));
-  if (v.IsBool()) return v.GetBool() ? "true" : "false";
-  if (v.IsNumber()) {
-    rapidjson::StringBuffer buf;
-    JsonWriter w(buf);
-    v.Accept(w);
-    return buf.GetString();
-  }
-  return "";
-}
-
-// Metadata fields in the order the API server writes them.
-constexpr absl::string_view kMetadataOrder[] = {
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-};
-
-// Serializes `doc` (metadata complete) into a StoredObject: metadata first
-// in canonical order, kind/apiVersion dropped, other members in order.
-StoredObjectPtr Materialize(const ResourceInfo& r,
-                            const rapidjson::Document& doc) {
-  auto obj = std::make_shared<StoredObject>();
-  const rapidjson::Value& md = doc["metadata"];
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  w.Key("metadata");
-  w.StartObject();
-  for (absl::string_view k : kMetadataOrder) {
-    auto it = FindView(md, k);
-    if (it == md.MemberEnd()) continue;
-    w.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
-    it->value.Accept(w);
-  }
-  for (auto it = md.MemberBegin(); it != md.MemberEnd(); ++it) {
-    absl::string_view k = View(it->name);
-    if (std::find(std::begin(kMetadataOrder), std::end(kMetadataOrder), k) !=
-        std::end(kMetadataOrder)) {
-      continue;
-    }
-    w.Key(it->name.GetString(), it->name.GetStringLength());
-    it->value.Accept(w);
-  }
-  w.EndObject();
-  obj->metadata_len = buf.GetSize() - StoredObject::kMetadataOffset;
-  for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
-    absl::string_view k = View(it->name);
-    if (k == "metadata" || k == "kind" || k == "apiVersion") continue;
-    w.Key(it->name.GetString(), it->name.GetStringLength());
-    it->value.Accept(w);
-  }
-  w.EndObject();
-  obj->body.assign(buf.GetString(), buf.GetSize());
-
-  obj->ns = std::string(StringMember(md, "namespace"));
-  obj->name = std::string(StringMember(md, "name"));
-  obj->uid = std::string(StringMember(md, "uid"));
-  // A stored object always carries the numeric RV this store assigned.
-  if (!absl::SimpleAtoi(StringMember(md, "resourceVersion"), &obj->rv)) {
-    obj->rv = 0;
-  }
-  obj->creation_timestamp = std::string(StringMember(md, "creationTimestamp"));
-  auto gen = md.FindMember("generation");
-  if (gen != md.MemberEnd() && gen->value.IsInt64()) {
-    obj->generation = gen->value.GetInt64();
-  }
-  auto labels = md.FindMember("labels");
-  if (labels != md.MemberEnd() && labels->value.IsObject()) {
-    for (auto it = labels->value.MemberBegin(); it != labels->value.MemberEnd();
-         ++it) {
-      if (!it->value.IsString()) continue;
-      obj->labels.emplace_back(std::string(View(it->name)),
-                               std::string(View(it->value)));
-    }
-    std::sort(obj->labels.begin(), obj->labels.end());
-  }
-  obj->fields.emplace_back("metadata.name", obj->name);
-  obj->fields.emplace_back("metadata.namespace", obj->ns);
-  for (const std::string& path : r.selectable_fields) {
-    const rapidjson::Value* v = FindPath(doc, path);
-    if (v != nullptr) obj->fields.emplace_back(path, ScalarText(*v));
-  }
-  std::sort(obj->fields.begin(), obj->fields.end());
-  return obj;
-}
-
-// A copy of `object` whose metadata.resourceVersion is `rv`.
-StoredObjectPtr WithResourceVersion(const ResourceInfo& r,
-                                    const StoredObject& object, int64_t rv) {
-  rapidjson::Document doc;
-  doc.Parse(object.body.data(), object.body.size());
-  CHECK(!doc.HasParseError()) << "stored JSON must parse";
-  SetMember(doc["metadata"], "resourceVersion", Str(absl::StrCat(rv), doc),
-            doc);
-  return Materialize(r, doc);
-}
 
 std::string FormatTimestamp(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
@@ -255,6 +32,16 @@ std::string NewUid(absl::BitGen& gen) {
   uint32_t a = r(), b = r(), c = r(), d = r();
   return absl::StrFormat("%08x-%04x-4%03x-%04x-%04x%08x", a, b >> 16, b & 0xfff,
                          (c & 0x3fff) | 0x8000, c >> 16, d);
+}
+
+// The version of a key a snapshot at `rv` sees (null: none; a null object:
+// deleted at that point).
+const StoredObjectPtr* VersionAt(const std::vector<ObjectStore::Version>& versions,
+                                 int64_t rv) {
+  for (auto v = versions.rbegin(); v != versions.rend(); ++v) {
+    if (v->rv <= rv) return &v->object;
+  }
+  return nullptr;
 }
 
 bool WatchMatches(const WatchRequest& req, const StoredObject& o) {
@@ -293,150 +80,6 @@ absl::optional<StoreEvent> FilterEvent(const ResourceInfo& r,
 }
 
 }  // namespace
-
-absl::string_view EventTypeName(EventType type) {
-  switch (type) {
-    case EventType::kAdded:
-      return "ADDED";
-    case EventType::kModified:
-      return "MODIFIED";
-    case EventType::kDeleted:
-      return "DELETED";
-    case EventType::kBookmark:
-      return "BOOKMARK";
-  }
-  return "UNKNOWN";
-}
-
-std::string ObjectJson(const ResourceInfo& r, const StoredObject& object,
-                       bool metadata_only) {
-  if (metadata_only) {
-    return absl::StrCat(
-        "{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/"
-        "v1\",\"metadata\":",
-        object.metadata_json(), "}");
-  }
-  return absl::StrCat("{\"kind\":\"", r.kind, "\",\"apiVersion\":\"",
-                      r.GroupVersion(), "\",",
-                      absl::string_view(object.body).substr(1));
-}
-
-std::string EventLine(EventType type, const ResourceInfo& r,
-                      const StoredObject& object, bool metadata_only) {
-  return absl::StrCat("{\"type\":\"", EventTypeName(type),
-                      "\",\"object\":", ObjectJson(r, object, metadata_only),
-                      "}\n");
-}
-
-std::string BookmarkLine(const ResourceInfo& r, int64_t rv,
-                         bool initial_events_end, bool metadata_only) {
-  absl::string_view kind = metadata_only
-                               ? absl::string_view("PartialObjectMetadata")
-                               : absl::string_view(r.kind);
-  std::string api_version = metadata_only ? "meta.k8s.io/v1" : r.GroupVersion();
-  return absl::StrCat(
-      "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"", kind,
-      "\",\"apiVersion\":\"", api_version,
-      "\",\"metadata\":{\"resourceVersion\":\"", rv,
-      "\",\"creationTimestamp\":null",
-      initial_events_end
-          ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
-          : "",
-      "}}}\n");
-}
-
-std::string EncodeContinueToken(int64_t rv, absl::string_view start_key) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.StartObject();
-  w.Key("v");
-  w.String("meta.k8s.io/v1");
-  w.Key("rv");
-  w.Int64(rv);
-  w.Key("start");
-  w.String(start_key.data(),
-           static_cast<rapidjson::SizeType>(start_key.size()));
-  w.EndObject();
-  return absl::WebSafeBase64Escape(
-      absl::string_view(buf.GetString(), buf.GetSize()));
-}
-
-absl::StatusOr<std::pair<int64_t, std::string>> DecodeContinueToken(
-    absl::string_view token) {
-  std::string json;
-  if (!absl::WebSafeBase64Unescape(token, &json)) {
-    return absl::InvalidArgumentError(
-        "continue key is not valid: illegal base64 data");
-  }
-  rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("rv") ||
-      !doc["rv"].IsInt64() || !doc.HasMember("start") ||
-      !doc["start"].IsString()) {
-    return absl::InvalidArgumentError("continue key is not valid");
-  }
-  return std::make_pair(doc["rv"].GetInt64(), std::string(View(doc["start"])));
-}
-
-// ---- Watcher ----
-
-Watcher::Watcher(const ResourceInfo* resource, WatchRequest request,
-                 size_t queue_limit)
-    : resource_(resource),
-      request_(std::move(request)),
-      queue_limit_(queue_limit) {}
-
-void Watcher::Push(StoreEvent event) {
-  absl::MutexLock lock(&mu_);
-  if (close_ != CloseKind::kOpen) return;
-  if (queue_.size() >= queue_limit_) {
-    // A consumer this slow is dropped, as the API server drops watchers whose
-    // buffer is full; the client re-watches from its last RV.
-    LOG(WARNING) << "closing a watch on " << resource_->resource
-                 << ": queue limit reached";
-    close_ = CloseKind::kGraceful;
-    return;
-  }
-  queue_.push_back(std::move(event));
-}
-
-void Watcher::Next(informer::Clock* clock, absl::Time deadline, size_t max,
-                   std::vector<StoreEvent>* out, Directives* directives,
-                   CloseKind* close) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return close_ != CloseKind::kOpen || poked_ ||
-           (!directives_.stalled &&
-            (!queue_.empty() || directives_.malformed_lines > 0));
-  };
-  clock->AwaitWithDeadline(&mu_, absl::Condition(&ready), deadline);
-  poked_ = false;
-  *close = close_;
-  *directives = directives_;
-  directives_.malformed_lines = 0;
-  if (directives_.stalled || close_ != CloseKind::kOpen) return;
-  while (!queue_.empty() && out->size() < max) {
-    out->push_back(std::move(queue_.front()));
-    queue_.pop_front();
-  }
-  if (!out->empty()) directives_.cut_next_event = false;
-}
-
-void Watcher::Update(const std::function<void(Directives&)>& fn) {
-  absl::MutexLock lock(&mu_);
-  fn(directives_);
-  poked_ = true;
-}
-
-void Watcher::Close(CloseKind kind) {
-  absl::MutexLock lock(&mu_);
-  if (close_ == CloseKind::kOpen) close_ = kind;
-}
-
-size_t Watcher::QueueSize() const {
-  absl::MutexLock lock(&mu_);
-  return queue_.size();
-}
 
 // ---- ObjectStore ----
 
@@ -642,121 +285,133 @@ absl::StatusOr<StoredObjectPtr> ObjectStore::Get(const ResourceInfo& r,
   return cur;
 }
 
-absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
-                                             const ListRequest& req) const {
-  bool has_token = !req.continue_token.empty();
-  int64_t token_rv = 0;
-  std::string start;
-  if (has_token) {
-    auto decoded = DecodeContinueToken(req.continue_token);
-    if (!decoded.ok()) return decoded.status();
-    token_rv = decoded->first;
-    start = std::move(decoded->second);
+absl::StatusOr<int64_t> ObjectStore::SnapshotRvLocked(
+    const ListRequest& req, const ListPosition& pos) const {
+  if (pos.has_token) {
+    if (pos.token_rv >= 0 && pos.token_rv < compacted_rv_) {
+      absl::Status expired = absl::OutOfRangeError("continue token expired");
+      expired.SetPayload(kContinuePayload,
+                         absl::Cord(EncodeContinueToken(-1, pos.start)));
+      return expired;
+    }
+    return pos.token_rv >= 0 ? pos.token_rv : rv_;
   }
-  int64_t limit = req.limit;
-  if (options_.rv0_list_ignores_limit && !has_token &&
-      req.resource_version == "0" && req.resource_version_match != "Exact") {
-    limit = 0;
-  }
-  int64_t requested_rv = 0;
   bool has_rv = !req.resource_version.empty() && req.resource_version != "0";
-  if (has_rv && !absl::SimpleAtoi(req.resource_version, &requested_rv)) {
+  if (!has_rv) return rv_;
+  int64_t requested_rv = 0;
+  if (!absl::SimpleAtoi(req.resource_version, &requested_rv)) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid resource version: ", req.resource_version));
   }
-  bool selective = !req.labels.empty() || !req.fields.empty();
-
-  absl::ReaderMutexLock lock(&mu_);
-  ListResult result;
-  int64_t snapshot = rv_;
-  if (has_token) {
-    if (token_rv >= 0 && token_rv < compacted_rv_) {
-      absl::Status expired = absl::OutOfRangeError("continue token expired");
-      expired.SetPayload(kContinuePayload,
-                         absl::Cord(EncodeContinueToken(-1, start)));
-      return expired;
-    }
-    if (token_rv >= 0) snapshot = token_rv;
-  } else if (has_rv) {
-    if (requested_rv > rv_) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "Too large resource version: ", requested_rv, ", current: ", rv_));
-    }
-    if (req.resource_version_match == "Exact") {
-      if (requested_rv < compacted_rv_) {
-        return absl::OutOfRangeError(
-            absl::StrCat("too old resource version: ", requested_rv, " (",
-                         compacted_rv_, ")"));
-      }
-      snapshot = requested_rv;
-    }
+  if (requested_rv > rv_) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Too large resource version: ", requested_rv, ", current: ", rv_));
   }
-  result.resource_version = snapshot;
-  const ResourceState* st = FindStateLocked(r);
-  if (st == nullptr) return result;
+  // Which store answers, as kube-apiserver v1.24 decides (the cacher's
+  // shouldDelegateList): a list with a resourceVersion and a limit but no
+  // resourceVersionMatch, or with match=Exact, goes to etcd as an exact
+  // read at that revision; without a limit, or with NotOlderThan, it is
+  // served at the current state, not older than the RV.
+  const bool exact =
+      req.resource_version_match == "Exact" ||
+      (req.resource_version_match.empty() && req.limit > 0);
+  if (!exact) return rv_;
+  if (requested_rv < compacted_rv_) {
+    // etcd answered ErrCompacted (the etcd3 store's wording).
+    return absl::OutOfRangeError(
+        "The resourceVersion for the provided list is too old.");
+  }
+  return requested_rv;
+}
 
+std::string ObjectStore::RemainingMemoKey(const ResourceInfo& r,
+                                          absl::string_view prefix,
+                                          int64_t rv,
+                                          absl::string_view start_key) {
+  return absl::StrCat(reinterpret_cast<uintptr_t>(&r), "|", prefix, "|", rv,
+                      "|", start_key);
+}
+
+void ObjectStore::ScanLocked(const ResourceInfo& r, const ResourceState& st,
+                             const ListRequest& req, const ListPosition& pos,
+                             int64_t limit, ListResult* result) const {
+  const int64_t snapshot = result->resource_version;
+  const bool selective = !req.labels.empty() || !req.fields.empty();
   std::string prefix =
       r.namespaced && !req.ns.empty() ? absl::StrCat(req.ns, "/") : "";
-  auto it = st->entries.lower_bound(prefix + start);
+  auto it = st.entries.lower_bound(prefix + pos.start);
   auto end = prefix.empty()
-                 ? st->entries.end()
-                 : st->entries.lower_bound(absl::StrCat(req.ns, "0"));
+                 ? st.entries.end()
+                 : st.entries.lower_bound(absl::StrCat(req.ns, "0"));
   bool more = false;
   int64_t remaining = 0;
   // The count after this page's start, when an earlier page computed it:
   // then the scan stops at the end of this page.
   absl::optional<int64_t> remaining_at_start;
-  auto memo_key = [&](int64_t rv, absl::string_view start_key) {
-    return absl::StrCat(reinterpret_cast<uintptr_t>(&r), "|", prefix, "|", rv,
-                        "|", start_key);
-  };
-  if (has_token && !selective && limit > 0) {
+  if (pos.has_token && !selective && limit > 0) {
     absl::MutexLock memo_lock(&remaining_mu_);
-    auto found = remaining_after_.find(memo_key(snapshot, start));
+    auto found =
+        remaining_after_.find(RemainingMemoKey(r, prefix, snapshot, pos.start));
     if (found != remaining_after_.end()) remaining_at_start = found->second;
   }
   for (; it != end; ++it) {
-    const auto& versions = it->second;
-    const StoredObjectPtr* at = nullptr;
-    for (auto v = versions.rbegin(); v != versions.rend(); ++v) {
-      if (v->rv <= snapshot) {
-        at = &v->object;
-        break;
-      }
-    }
+    const StoredObjectPtr* at = VersionAt(it->second, snapshot);
     if (at == nullptr || *at == nullptr) continue;
     const StoredObject& o = **at;
     if (selective &&
         (!req.labels.Matches(o.labels) || !req.fields.Matches(o.fields))) {
       continue;
     }
-    if (limit > 0 && static_cast<int64_t>(result.items.size()) >= limit) {
+    if (limit > 0 && static_cast<int64_t>(result->items.size()) >= limit) {
       more = true;
       if (selective) break;
       if (remaining_at_start.has_value()) {
         remaining =
-            *remaining_at_start - static_cast<int64_t>(result.items.size());
+            *remaining_at_start - static_cast<int64_t>(result->items.size());
         break;
       }
       ++remaining;
       continue;
     }
-    result.items.push_back(*at);
+    result->items.push_back(*at);
   }
-  if (more) {
-    const std::string last_key = result.items.back()->Key();
-    std::string relative = last_key.substr(prefix.size());
-    relative.push_back('\0');
-    result.continue_token = EncodeContinueToken(snapshot, relative);
-    if (!selective) {
-      result.remaining_item_count = remaining;
-      absl::MutexLock memo_lock(&remaining_mu_);
-      if (remaining_after_.size() >= kRemainingMemoEntries) {
-        remaining_after_.clear();
-      }
-      remaining_after_[memo_key(snapshot, relative)] = remaining;
-    }
+  if (!more) return;
+  const std::string last_key = result->items.back()->Key();
+  std::string relative = last_key.substr(prefix.size());
+  relative.push_back('\0');
+  result->continue_token = EncodeContinueToken(snapshot, relative);
+  if (selective) return;
+  result->remaining_item_count = remaining;
+  absl::MutexLock memo_lock(&remaining_mu_);
+  if (remaining_after_.size() >= kRemainingMemoEntries) {
+    remaining_after_.clear();
   }
+  remaining_after_[RemainingMemoKey(r, prefix, snapshot, relative)] = remaining;
+}
+
+absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
+                                             const ListRequest& req) const {
+  ListPosition pos;
+  pos.has_token = !req.continue_token.empty();
+  if (pos.has_token) {
+    auto decoded = DecodeContinueToken(req.continue_token);
+    if (!decoded.ok()) return decoded.status();
+    pos.token_rv = decoded->first;
+    pos.start = std::move(decoded->second);
+  }
+  int64_t limit = req.limit;
+  if (options_.rv0_list_ignores_limit && !pos.has_token &&
+      req.resource_version == "0" && req.resource_version_match != "Exact") {
+    limit = 0;
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  absl::StatusOr<int64_t> snapshot = SnapshotRvLocked(req, pos);
+  if (!snapshot.ok()) return snapshot.status();
+  ListResult result;
+  result.resource_version = *snapshot;
+  const ResourceState* st = FindStateLocked(r);
+  if (st == nullptr) return result;
+  ScanLocked(r, *st, req, pos, limit, &result);
   return result;
 }
 
@@ -881,15 +536,21 @@ void ObjectStore::CompactToLocked(int64_t rv) {
 void ObjectStore::Compact() {
   absl::MutexLock lock(&mu_);
   CompactToLocked(rv_);
-  history_reset_rv_ = rv_;
-  for (auto& [info, st] : states_) {
-    st->history.clear();
-    st->history_floor = rv_;
-  }
 }
 
 void ObjectStore::Restart() {
-  Compact();
+  {
+    absl::MutexLock lock(&mu_);
+    // A restarted API server's watch cache starts empty at the current
+    // revision: it serves watches from there on, and an older RV gets
+    // "too old resource version: RV (restart RV)". etcd, and with it
+    // exact lists and continue tokens, keeps its history until compacted.
+    history_reset_rv_ = rv_;
+    for (auto& [info, st] : states_) {
+      st->history.clear();
+      st->history_floor = rv_;
+    }
+  }
   ForEachWatcher(nullptr,
                  [](Watcher& w) { w.Close(Watcher::CloseKind::kAbrupt); });
 }

@@ -19,50 +19,14 @@
 #include "absl/types/optional.h"
 #include "informer/util/clock.h"
 #include "rapidjson/document.h"
+#include "emulator/continue_token.h"
 #include "emulator/patch.h"
 #include "emulator/resource_registry.h"
 #include "emulator/selector.h"
+#include "emulator/stored_object.h"
+#include "emulator/watcher.h"
 
 namespace emulator {
-
-// One stored version of an object. Immutable and shared by the store, its
-// history, snapshots and watch streams; each object's JSON text exists once.
-struct StoredObject {
-  // Compact JSON without kind/apiVersion, "metadata" first: exactly a list
-  // item. Watch events and GETs splice kind/apiVersion in front.
-  std::string body;
-  // body.substr(kMetadataOffset, metadata_len) is the metadata object (for
-  // metadata-only responses).
-  static constexpr size_t kMetadataOffset = 12;  // strlen("{\"metadata\":")
-  size_t metadata_len = 0;
-  std::string ns;
-  std::string name;
-  std::string uid;
-  int64_t rv = 0;
-  std::string creation_timestamp;
-  int64_t generation = 0;
-  StringPairs labels;  // sorted
-  StringPairs fields;  // selectable field values (metadata.name, ...), sorted
-
-  absl::string_view metadata_json() const {
-    return absl::string_view(body).substr(kMetadataOffset, metadata_len);
-  }
-  std::string Key() const { return ns.empty() ? name : ns + "/" + name; }
-};
-using StoredObjectPtr = std::shared_ptr<const StoredObject>;
-
-enum class EventType { kAdded, kModified, kDeleted, kBookmark };
-absl::string_view EventTypeName(EventType type);
-
-// One event as a watch delivers it.
-struct StoreEvent {
-  EventType type = EventType::kAdded;
-  StoredObjectPtr object;  // null for bookmarks
-  int64_t rv = 0;
-  // Bookmark ending a WatchList's initial events
-  // (annotation k8s.io/initial-events-end: "true").
-  bool initial_events_end = false;
-};
 
 struct ListRequest {
   std::string ns;  // empty: all namespaces (or a cluster-scoped resource)
@@ -81,89 +45,25 @@ struct ListResult {
   int64_t remaining_item_count = -1;   // -1: not reported (selectors)
 };
 
-struct WatchRequest {
-  std::string ns;
-  LabelSelector labels;
-  FieldSelector fields;
-  std::string resource_version;  // "", "0" or a number
-  // WatchList: initial ADDED events then a bookmark marked
-  // initial_events_end.
-  bool send_initial_events = false;
-};
-
 class ObjectStore;
-
-// Watcher is one open watch: the store queues matching events into it (under
-// the store's lock) and the HTTP stream drains them.
-//
-// Thread-safety: all methods are thread-safe. Lock order: the store's mutex
-// before a watcher's. The stream thread waits on the watcher's mutex through
-// the clock, so fake-clock tests can drive bookmarks and timeouts.
-class Watcher {
- public:
-  enum class CloseKind {
-    kOpen,
-    kGraceful,  // end the stream with the terminating chunk
-    kAbrupt,    // drop the connection (restart, fault)
-  };
-
-  // Directives set by fault injection (see FaultInjector); kept here so that
-  // setting one wakes the stream.
-  struct Directives {
-    bool cut_next_event = false;  // send half the next event, then drop
-    bool stalled = false;         // send nothing, keep the connection
-    int malformed_lines = 0;      // write this many garbage lines first
-  };
-
-  Watcher(const ResourceInfo* resource, WatchRequest request,
-          size_t queue_limit);
-
-  const ResourceInfo& resource() const { return *resource_; }
-  const WatchRequest& request() const { return request_; }
-
-  // Blocks (through `clock`) until there are events to send, the watcher is
-  // closed, a directive is pending, or `deadline`. Moves up to `max` queued
-  // events into `out` unless stalled. Returns the current directives and
-  // close state through the out-params (directive counters are consumed).
-  void Next(informer::Clock* clock, absl::Time deadline, size_t max,
-            std::vector<StoreEvent>* out, Directives* directives,
-            CloseKind* close);
-
-  // Sets directives under the lock and wakes the stream.
-  void Update(const std::function<void(Directives&)>& fn);
-  void Close(CloseKind kind);
-
-  // Events queued but not yet taken (for tests and bookmarks).
-  size_t QueueSize() const;
-
- private:
-  friend class ObjectStore;
-  // Called by the store with its lock held.
-  void Push(StoreEvent event);
-
-  const ResourceInfo* const resource_;
-  const WatchRequest request_;
-  const size_t queue_limit_;
-  mutable absl::Mutex mu_;
-  std::deque<StoreEvent> queue_ ABSL_GUARDED_BY(mu_);
-  Directives directives_ ABSL_GUARDED_BY(mu_);
-  // Set by Update so the stream re-evaluates (e.g. after a stall ends).
-  bool poked_ ABSL_GUARDED_BY(mu_) = false;
-  CloseKind close_ ABSL_GUARDED_BY(mu_) = CloseKind::kOpen;
-};
 
 // ObjectStore is the emulator's versioned in-memory etcd + watch cache.
 //
 // - One resourceVersion counter across all resources, incremented by every
 //   write; an object's metadata.resourceVersion is the counter at its write.
-// - Multi-version: each key keeps its versions since the last compaction, so
-//   paged lists continue from a consistent snapshot (continue tokens carry
-//   the snapshot RV and the last key). Compaction (every
-//   `compaction_interval`, to the RV of the previous compaction tick, like
-//   the API server's etcd compactor; or Compact()/Restart()) expires older
-//   continue tokens with 410.
-// - Per resource, a bounded history of the last `history_length` events: a
-//   watch from an RV older than the history gets 410 Expired.
+// - Multi-version ("etcd"): each key keeps its versions since the last
+//   compaction, so paged lists continue from a consistent snapshot
+//   (continue tokens carry the snapshot RV and the last key), and a list
+//   with a resourceVersion and a limit (no resourceVersionMatch, or Exact)
+//   is an exact read at that RV, as kube-apiserver serves it from etcd.
+//   Compaction (every `compaction_interval`, to the RV of the previous
+//   compaction tick, like the API server's etcd compactor; or Compact())
+//   expires older continue tokens and exact RVs with 410.
+// - Lists with an RV but no limit, or NotOlderThan, are served at the
+//   current state (the watch cache's "not older than").
+// - Per resource, a bounded history of the last `history_length` events
+//   ("the watch cache"): a watch from an RV older than the history gets
+//   410 Expired. Restart() starts it over at the current RV.
 // - No admission, defaulting, graceful deletion, finalizers or namespace
 //   existence checks: deletes are immediate.
 //
@@ -245,10 +145,14 @@ class ObjectStore {
   bool AwaitWatchers(const ResourceInfo* r, int n,
                      absl::Duration timeout) const;
 
-  // Expires every continue token and all watch history up to now.
+  // etcd compaction to the current RV: older continue tokens and exact
+  // lists at older RVs get 410 Expired. The watch history (the API
+  // server's watch cache) is not affected, as in kube-apiserver.
   void Compact();
-  // What an API server restart looks like to clients: Compact(), then every
-  // watch is dropped abruptly.
+  // What an API server restart looks like to clients: the watch history
+  // starts over at the current RV (a watch from an older RV gets 410 "too
+  // old resource version: RV (current)"), and every watch is dropped
+  // abruptly. Versions stay until Compact(), as etcd's do.
   void Restart();
   // Ends every watch gracefully (server shutdown).
   void CloseAllWatchers();
@@ -261,10 +165,18 @@ class ObjectStore {
       const ResourceInfo& r) const;
   size_t Count(const ResourceInfo& r) const;
 
- private:
+ // One version of a key (public for the store's helpers).
   struct Version {
     int64_t rv;
     StoredObjectPtr object;  // null: deleted at rv
+  };
+
+ private:
+  // Where a list starts: a continue token's snapshot RV and key.
+  struct ListPosition {
+    bool has_token = false;
+    int64_t token_rv = 0;
+    std::string start;
   };
   struct HistoryEntry {
     EventType type;
@@ -296,6 +208,18 @@ class ObjectStore {
                                                absl::string_view name,
                                                rapidjson::Document& doc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The RV a list is served at, or the API server's error for it.
+  absl::StatusOr<int64_t> SnapshotRvLocked(const ListRequest& req,
+                                           const ListPosition& pos) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Fills `result` (whose resource_version is the snapshot) with one page.
+  void ScanLocked(const ResourceInfo& r, const ResourceState& st,
+                  const ListRequest& req, const ListPosition& pos,
+                  int64_t limit, ListResult* result) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  static std::string RemainingMemoKey(const ResourceInfo& r,
+                                      absl::string_view prefix, int64_t rv,
+                                      absl::string_view start_key);
   void MaybeCompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompactToLocked(int64_t rv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -320,22 +244,6 @@ class ObjectStore {
   mutable absl::flat_hash_map<std::string, int64_t> remaining_after_
       ABSL_GUARDED_BY(remaining_mu_);
 };
-
-// Watch-event text for one object: {"type":T,"object":{"kind":..,...}}\n.
-// `metadata_only` renders a PartialObjectMetadata.
-std::string EventLine(EventType type, const ResourceInfo& r,
-                      const StoredObject& object, bool metadata_only);
-// Bookmark line, as the captures show.
-std::string BookmarkLine(const ResourceInfo& r, int64_t rv,
-                         bool initial_events_end, bool metadata_only);
-// The object as a GET returns it (kind/apiVersion spliced in).
-std::string ObjectJson(const ResourceInfo& r, const StoredObject& object,
-                       bool metadata_only);
-
-// Continue tokens: base64url({"v":"meta.k8s.io/v1","rv":RV,"start":KEY\0}).
-std::string EncodeContinueToken(int64_t rv, absl::string_view start_key);
-absl::StatusOr<std::pair<int64_t, std::string>> DecodeContinueToken(
-    absl::string_view token);
 
 }  // namespace emulator
 

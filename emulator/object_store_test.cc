@@ -328,6 +328,78 @@ TEST_F(ObjectStoreTest, ResourceVersionZeroListIgnoresLimitLikeAWatchCache) {
   EXPECT_EQ(exact->items.size(), 2u);
 }
 
+// list-resourceversion-semantics.txt: which lists are exact etcd reads.
+TEST_F(ObjectStoreTest, ListAtAnOlderRvIsExactOnlyWithALimitOrMatchExact) {
+  for (int i = 0; i < 3; ++i) MustCreate("demo", absl::StrCat("cm-", i));
+  const int64_t old_rv = store_->CurrentRv();
+  MustCreate("demo", "cm-new");
+  ListRequest req;
+  req.resource_version = absl::StrCat(old_rv);
+  req.limit = 2;
+  // RV + limit, no match: exact at the RV (the new object is absent).
+  auto exact = store_->List(cm_, req);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->resource_version, old_rv);
+  EXPECT_EQ(exact->remaining_item_count, 1);
+  req.resource_version_match = "Exact";
+  EXPECT_EQ(store_->List(cm_, req)->resource_version, old_rv);
+  // NotOlderThan, paged: the current state.
+  req.resource_version_match = "NotOlderThan";
+  auto current = store_->List(cm_, req);
+  ASSERT_TRUE(current.ok());
+  EXPECT_EQ(current->resource_version, store_->CurrentRv());
+  EXPECT_EQ(current->remaining_item_count, 2);
+  // No limit: the current state, not older than the RV.
+  req.resource_version_match = "";
+  req.limit = 0;
+  auto whole = store_->List(cm_, req);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->resource_version, store_->CurrentRv());
+  EXPECT_EQ(whole->items.size(), 4u);
+}
+
+TEST_F(ObjectStoreTest, ExactListAtACompactedRvIsExpired) {
+  MustCreate("demo", "a");
+  const int64_t old_rv = store_->CurrentRv();
+  MustCreate("demo", "b");
+  ListRequest req;
+  req.resource_version = absl::StrCat(old_rv);
+  req.limit = 500;
+  store_->Restart();
+  // A restart leaves etcd's history alone: still an exact read.
+  auto before = store_->List(cm_, req);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->items.size(), 1u);
+  store_->Compact();
+  auto after = store_->List(cm_, req);
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(after.status().message(),
+            "The resourceVersion for the provided list is too old.");
+  // Without a limit it is served from the current state.
+  req.limit = 0;
+  EXPECT_EQ(store_->List(cm_, req)->items.size(), 2u);
+}
+
+TEST_F(ObjectStoreTest, AfterARestartTheWatchWindowStartsAtTheRestartRv) {
+  MustCreate("demo", "a");
+  const int64_t old_rv = store_->CurrentRv();
+  MustCreate("demo", "b");
+  store_->Restart();
+  const int64_t restart_rv = store_->CurrentRv();
+  MustCreate("demo", "c");
+  WatchRequest req;
+  req.resource_version = absl::StrCat(old_rv);
+  auto old = store_->Watch(cm_, req);
+  EXPECT_EQ(old.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(old.status().message(),
+            absl::StrCat("too old resource version: ", old_rv, " (",
+                         restart_rv, ")"));
+  req.resource_version = absl::StrCat(restart_rv);
+  auto ok = store_->Watch(cm_, req);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  store_->StopWatch(*ok);
+}
+
 TEST_F(ObjectStoreTest, ContinueTokenExpiresAfterCompaction) {
   for (int i = 0; i < 3; ++i) MustCreate("demo", absl::StrCat("cm-", i));
   ListRequest req;

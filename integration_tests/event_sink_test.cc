@@ -16,7 +16,7 @@
 #include "informer/client/http_transport.h"
 #include "informer/util/clock.h"
 #include "informer/record/event_correlator.h"
-#include "emulator/emulator.h"
+#include "emulator/emulator_with_faults.h"
 
 namespace informer {
 namespace {
@@ -296,7 +296,7 @@ class ApiEventSinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
     emulator::EmulatorOptions options;
-    emu_ = std::make_unique<emulator::Emulator>(options);
+    emu_ = std::make_unique<emulator::EmulatorWithFaults>(options);
     ASSERT_TRUE(emu_->Start().ok());
     client::RestConfig config;
     config.server = emu_->url();
@@ -326,7 +326,7 @@ class ApiEventSinkTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  std::unique_ptr<emulator::Emulator> emu_;
+  std::unique_ptr<emulator::EmulatorWithFaults> emu_;
   std::unique_ptr<client::HttpTransport> transport_;
   std::unique_ptr<ApiEventSink> sink_;
 };

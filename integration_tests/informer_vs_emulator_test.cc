@@ -27,7 +27,7 @@
 #include "informer/util/clock.h"
 #include "informer/cache/shared_informer.h"
 #include "integration_tests/test_harness.h"
-#include "emulator/emulator.h"
+#include "emulator/emulator_with_faults.h"
 #include "emulator/seed.h"
 
 namespace integration {
@@ -71,7 +71,7 @@ class InformerVsEmulatorTest : public ::testing::Test {
   }
 
   void StartEmulator(const Scenario& setup) {
-    emu_ = std::make_unique<emulator::Emulator>(setup.emulator);
+    emu_ = std::make_unique<emulator::EmulatorWithFaults>(setup.emulator);
     ASSERT_TRUE(emu_->Start().ok());
     for (int i = 0; i < setup.initial_pods; ++i) {
       CreatePod(absl::StrCat("pod-", i));
@@ -199,7 +199,7 @@ class InformerVsEmulatorTest : public ::testing::Test {
   FakeClock clock_;
   RecordingHandler handler_;
   ErrorLog errors_;
-  std::unique_ptr<emulator::Emulator> emu_;
+  std::unique_ptr<emulator::EmulatorWithFaults> emu_;
   std::unique_ptr<KubeClient> kube_;
   std::unique_ptr<ResourceClient> resource_client_;
   std::unique_ptr<ClockPump> pump_;
@@ -458,7 +458,10 @@ TEST_F(InformerVsEmulatorTest, ExpiredContinueTokenRestartsAsAFullList) {
   EXPECT_EQ(handler_.adds(), 30);
 }
 
-TEST_F(InformerVsEmulatorTest, MalformedEventLineRewatchesFromLastRv) {
+// An event that does not decode would come back on a re-watch from the same
+// resourceVersion (it is in the server's history), so the reflector relists
+// instead; the delete it missed arrives as a tombstone.
+TEST_F(InformerVsEmulatorTest, MalformedEventLineRelistsInsteadOfRewatching) {
   StartAll(Scenario{});
   AwaitWatch();
   CreatePod("before-garbage");
@@ -473,9 +476,10 @@ TEST_F(InformerVsEmulatorTest, MalformedEventLineRewatchesFromLastRv) {
 
   const auto deletes = DeletesOf(Key("pod-13"));
   ASSERT_EQ(deletes.size(), 1u);
-  EXPECT_FALSE(deletes[0].final_state_unknown);
+  EXPECT_TRUE(deletes[0].final_state_unknown);
   const auto c = informer_->GetReflectorCounters();
-  EXPECT_EQ(c.lists, 1);
+  EXPECT_EQ(c.lists, 2);
+  EXPECT_EQ(c.relists, 1);
   EXPECT_GE(c.errors, 1);
 }
 
@@ -523,6 +527,43 @@ TEST_F(InformerVsEmulatorTest, RestartWithCaughtUpClientResumesWithoutRelist) {
   const auto c = informer_->GetReflectorCounters();
   EXPECT_EQ(c.lists, 1);
   EXPECT_EQ(c.relists, 0);
+}
+
+// Seen against a real kube-apiserver v1.24: the client is paused (it reads
+// nothing) across two API server restarts. Its re-watch gets 410 "too old
+// resource version: RV (restart RV)" because a restarted watch cache starts
+// at the restart's RV. A relist "from RV" with a limit is an EXACT read from
+// etcd (which still has RV), so it returns the old state at RV; the watch
+// from RV gets 410 again, forever. The relist must ask for the current
+// state (no limit at a non-zero RV) and every round must back off.
+TEST_F(InformerVsEmulatorTest,
+       PausedAcrossTwoRestartsRelistsOnceAndConverges) {
+  StartAll(Scenario{});
+  AwaitWatch();
+  pump_->Pause();
+  emu_->StallWatches(resource_);  // the client reads nothing more
+  DeletePod("pod-14");
+  TouchPod("pod-16", 1);
+  emu_->Restart();
+  AwaitBackOff();
+  CreatePod("between-restarts");
+  emu_->Restart();
+  DeletePod("pod-15");
+  TouchPod("pod-17", 2);
+  pump_->Resume();
+  // The deadline is a safety net, not a timing assertion.
+  ExpectConverged();
+  AwaitWatch();
+  TouchPod("pod-18", 3);
+  ExpectConverged();
+
+  const auto c = informer_->GetReflectorCounters();
+  EXPECT_LE(c.lists, 2) << "relisted " << c.relists << " times";
+  for (const char* name : {"pod-14", "pod-15"}) {
+    const auto deletes = DeletesOf(Key(name));
+    ASSERT_EQ(deletes.size(), 1u) << name;
+    EXPECT_TRUE(deletes[0].final_state_unknown) << name;
+  }
 }
 
 TEST_F(InformerVsEmulatorTest,

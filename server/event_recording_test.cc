@@ -11,7 +11,7 @@
 #include "informer/client/http_transport.h"
 #include "informer/util/clock.h"
 #include "informer/record/event_correlator.h"
-#include "emulator/emulator.h"
+#include "emulator/emulator_with_faults.h"
 
 namespace server {
 namespace {
@@ -56,7 +56,7 @@ TEST(DefaultEventHostTest, PodNameElseHostname) {
 }
 
 TEST(EventRecordingTest, FlushWritesQueuedEventsToTheApiServer) {
-  emulator::Emulator emu(emulator::EmulatorOptions{});
+  emulator::EmulatorWithFaults emu(emulator::EmulatorOptions{});
   ASSERT_TRUE(emu.Start().ok());
   informer::client::RestConfig config;
   config.server = emu.url();
@@ -103,7 +103,7 @@ TEST(EventRecordingTest, FlushWritesQueuedEventsToTheApiServer) {
 }
 
 TEST(EventRecordingTest, AStuckSinkMakesRecordRefuseNotDrop) {
-  emulator::Emulator emu(emulator::EmulatorOptions{});
+  emulator::EmulatorWithFaults emu(emulator::EmulatorOptions{});
   ASSERT_TRUE(emu.Start().ok());
   // Every event write is throttled (429 with Retry-After); the sink then
   // waits on the fake clock, which never moves: it is stuck.

@@ -376,7 +376,7 @@ InformerService::TakeSnapshot(const v1::ListRequest& request,
   snapshot->namespace_ = request.namespace_();
   snapshot->label_selector = request.label_selector();
   // Read the resourceVersion first: the cache is at least that fresh.
-  snapshot->resource_version = entry->informer->LastSyncResourceVersion();
+  snapshot->resource_version = entry->informer->LastAppliedResourceVersion();
   const informer::Indexer& indexer = entry->informer->GetIndexer();
   std::vector<informer::ObjectPtr> candidates;
   if (request.namespace_().empty()) {

@@ -275,8 +275,28 @@ absl::Status DeltaFIFO::Pop(const ProcessFn& process) {
       AddIfNotPresentLocked(std::move(key), std::move(deltas));
       status.ErasePayload(kRequeuePayloadUrl);
     }
+    // Everything queued before the last note has now been processed.
+    if (queue_.empty()) MarkAppliedLocked();
     return status;
   }
+}
+
+void DeltaFIFO::NoteResourceVersion(absl::string_view resource_version) {
+  absl::MutexLock lock(&mu_);
+  noted_rv_ = std::string(resource_version);
+  // Pop processes under the lock: an empty queue means every delta queued
+  // so far has been processed.
+  if (queue_.empty()) MarkAppliedLocked();
+}
+
+void DeltaFIFO::MarkAppliedLocked() {
+  absl::MutexLock lock(&applied_mu_);
+  applied_rv_ = noted_rv_;
+}
+
+std::string DeltaFIFO::AppliedResourceVersion() const {
+  absl::MutexLock lock(&applied_mu_);
+  return applied_rv_;
 }
 
 void DeltaFIFO::Close() {

@@ -205,6 +205,20 @@ class DeltaFIFO {
   // closed and empty.
   absl::Status Pop(const ProcessFn& process) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The producer's word that what it queued so far brings the consumer's
+  // store up to `resource_version` (the reflector calls it after every
+  // event, bookmark and Replace it handed over). The RV becomes the
+  // AppliedResourceVersion() once every delta queued before this call has
+  // been processed by Pop (at once when nothing is queued).
+  void NoteResourceVersion(absl::string_view resource_version)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The newest noted resourceVersion whose deltas have all been popped and
+  // processed: the state the consumer's store (an informer's indexer) is
+  // known to reflect. "" before any. It may lag while the queue never
+  // empties (it advances whenever the queue drains), never runs ahead.
+  // Safe to call from a process function.
+  std::string AppliedResourceVersion() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Wakes blocked Pops; see the class comment for what closing means.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
   bool IsClosed() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -229,6 +243,8 @@ class DeltaFIFO {
  private:
   // Appends a delta to `key`'s Deltas (deduplicating deletes) and enqueues
   // the key if it had none.
+  // Sets applied_rv_ to noted_rv_ (the queue is empty).
+  void MarkAppliedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueActionLocked(std::string key, Delta delta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddIfNotPresentLocked(std::string key, Deltas deltas)
@@ -255,6 +271,13 @@ class DeltaFIFO {
   // Pops still owed to the first Replace before HasSynced.
   size_t initial_population_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // See NoteResourceVersion: the last RV noted, and the last one whose
+  // deltas had all been processed when the queue was (or became) empty.
+  std::string noted_rv_ ABSL_GUARDED_BY(mu_);
+  // Its own lock, so that AppliedResourceVersion() may be called from a
+  // process function (which runs under mu_). Taken after mu_.
+  mutable absl::Mutex applied_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::string applied_rv_ ABSL_GUARDED_BY(applied_mu_);
 };
 
 }  // namespace informer

@@ -554,5 +554,42 @@ TEST(DeltaFIFOTest, KeyOfUsesTheNewestDelta) {
   EXPECT_EQ(KeyOf(Delta{DeltaType::kAdded, cluster_scoped}), "node-1");
 }
 
+// The RV a consumer's store reflects: noted RVs become "applied" only once
+// everything queued before the note has been processed, never earlier.
+TEST(DeltaFIFOTest, AppliedResourceVersionFollowsProcessingNotReceipt) {
+  DeltaFIFO fifo{DeltaFIFO::Options{}};
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "");
+  ASSERT_TRUE(fifo.Replace({Obj("a", "3"), Obj("b", "4")}, "5").ok());
+  fifo.NoteResourceVersion("5");
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "") << "received, not applied";
+  std::string seen_inside;
+  ASSERT_TRUE(fifo.Pop([&](const Deltas&, bool) {
+                    // Callable from a process function (no deadlock).
+                    seen_inside = fifo.AppliedResourceVersion();
+                    return absl::OkStatus();
+                  }).ok());
+  EXPECT_EQ(seen_inside, "");
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "");  // "b" still queued
+  ASSERT_TRUE(fifo.Pop([](const Deltas&, bool) {
+                    return absl::OkStatus();
+                  }).ok());
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "5");
+  // A bookmark with nothing queued applies at once.
+  fifo.NoteResourceVersion("7");
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "7");
+  // An event waits for its Pop; a requeued one keeps it waiting.
+  ASSERT_TRUE(fifo.Update(Obj("a", "8")).ok());
+  fifo.NoteResourceVersion("8");
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "7");
+  EXPECT_FALSE(fifo.Pop([](const Deltas&, bool) {
+                     return RequeueStatus(absl::UnavailableError("later"));
+                   }).ok());
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "7");
+  ASSERT_TRUE(fifo.Pop([](const Deltas&, bool) {
+                    return absl::OkStatus();
+                  }).ok());
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "8");
+}
+
 }  // namespace
 }  // namespace informer

@@ -46,7 +46,9 @@ void Reflector::Run() {
       absl::MutexLock lock(&mu_);
       if (stopped_) break;
     }
-    if (state == State::kList) {
+    if (state == State::kPlainList) {
+      state = DoList();
+    } else if (state == State::kList) {
       bool watch_list = false;
       {
         absl::MutexLock lock(&mu_);
@@ -70,9 +72,11 @@ void Reflector::Stop() {
   if (current_watch_ != nullptr) current_watch_->Stop();
 }
 
-Reflector::State Reflector::DoList() {
+ListOptions Reflector::StartList() {
   std::string rv;
   bool relist = false;
+  bool unpaged = false;
+  bool paginated = false;
   {
     absl::MutexLock lock(&mu_);
     // client-go's relistResourceVersion: "0" first (served from the watch
@@ -81,6 +85,9 @@ Reflector::State Reflector::DoList() {
     ++counters_.lists;
     if (listed_once_) ++counters_.relists;
     relist = listed_once_;
+    unpaged = unpaged_next_;
+    unpaged_next_ = false;
+    paginated = paginated_result_;
   }
   // A lifecycle event worth one line (relists are rare and costly).
   LOG(INFO) << options_.name << ": " << (relist ? "relisting" : "listing")
@@ -88,52 +95,92 @@ Reflector::State Reflector::DoList() {
                                         : " from resourceVersion " + rv);
   ListOptions opts;
   opts.resource_version = rv;
-  opts.limit = options_.page_size;
+  opts.limit = unpaged ? 0 : options_.page_size;
+  if (!rv.empty() && rv != "0" && !unpaged) {
+    // The API server serves a list at a non-zero RV with a limit and no
+    // resourceVersionMatch as an EXACT read from etcd: the state AT that
+    // RV, which after a restart (new watch window) cannot be watched from
+    // and would be listed again and again. Like client-go, turn paging off
+    // so that the watch cache serves the current state, not older than
+    // RV; a server that paged us before (no watch cache) gets the paged
+    // list with resourceVersionMatch=NotOlderThan, which etcd serves at
+    // the current revision.
+    if (paginated) {
+      opts.resource_version_match = "NotOlderThan";
+    } else {
+      opts.limit = 0;
+    }
+  }
+  return opts;
+}
+
+absl::Status Reflector::AppendPage(ObjectList page,
+                                   std::vector<ObjectPtr>* items) {
+  if (items->empty() && page.remaining_item_count > 0) {
+    // The first page says how many follow: one allocation for the list
+    // (bounded, the count is the server's word).
+    items->reserve(page.items.size() +
+                   static_cast<size_t>(std::min<int64_t>(
+                       page.remaining_item_count, int64_t{1} << 22)));
+  }
+  for (ObjectPtr& obj : page.items) {
+    if (options_.transform) {
+      absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
+      // Skipping the object would make Replace tombstone it: the list
+      // fails and is retried, as client-go's Replace fails.
+      if (!t.ok()) return t.status();
+      obj = *std::move(t);
+    }
+    items->push_back(std::move(obj));
+  }
+  return absl::OkStatus();
+}
+
+Reflector::State Reflector::OnListFailed(const absl::Status& status,
+                                         bool mid_list) {
+  ReportError(status);
+  if (IsExpired(status) || IsTooLargeResourceVersion(status)) {
+    // A continue token or RV the server can no longer serve: restart as
+    // one full, consistent list ("" = a quorum read).
+    absl::MutexLock lock(&mu_);
+    last_rv_unavailable_ = true;
+    ++counters_.expired;
+    // A continue token that expired mid-list is routine (compaction
+    // while paging a big list): like client-go's pager, restart at once
+    // as one unpaged list, which cannot expire that way again. An RV the
+    // server rejects on the first page backs off like any failure.
+    if (mid_list && !stopped_) {
+      unpaged_next_ = true;
+      return State::kPlainList;
+    }
+  }
+  return BackOff() ? State::kList : State::kStopped;
+}
+
+Reflector::State Reflector::DoList() {
+  ListOptions opts = StartList();
   std::vector<ObjectPtr> items;
   std::string list_rv;
   for (;;) {
     absl::StatusOr<ObjectList> page = lw_->List(opts);
     if (!page.ok()) {
-      ReportError(page.status());
-      if (IsExpired(page.status()) || IsTooLargeResourceVersion(page.status())) {
-        // A continue token or RV the server can no longer serve: restart as
-        // one full, consistent list ("" = a quorum read).
-        absl::MutexLock lock(&mu_);
-        last_rv_unavailable_ = true;
-        ++counters_.expired;
-        // A continue token that expired mid-list is routine (compaction
-        // while paging a big list): client-go restarts the full list at
-        // once, and so do we. An RV the server rejects on the first page
-        // backs off like any failure.
-        if (!opts.continue_token.empty() && !stopped_) return State::kList;
-      }
-      return BackOff() ? State::kList : State::kStopped;
+      return OnListFailed(page.status(), !opts.continue_token.empty());
     }
-    if (items.empty() && page->remaining_item_count > 0) {
-      // The first page says how many follow: one allocation for the list
-      // (bounded, the count is the server's word).
-      items.reserve(page->items.size() +
-                    static_cast<size_t>(std::min<int64_t>(
-                        page->remaining_item_count, int64_t{1} << 22)));
-    }
-    for (ObjectPtr& obj : page->items) {
-      if (options_.transform) {
-        absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
-        if (!t.ok()) {
-          ReportError(t.status());
-          continue;
-        }
-        obj = *std::move(t);
-      }
-      items.push_back(std::move(obj));
-    }
-    if (page->continue_token.empty()) {
-      list_rv = page->resource_version;
+    std::string continue_token = std::move(page->continue_token);
+    std::string page_rv = std::move(page->resource_version);
+    absl::Status st = AppendPage(*std::move(page), &items);
+    if (!st.ok()) return OnListFailed(st, /*mid_list=*/false);
+    if (continue_token.empty()) {
+      list_rv = std::move(page_rv);
       break;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      paginated_result_ = true;
     }
     // Later pages must come from the same snapshot: the continue token
     // carries it, and the API server rejects an RV alongside it.
-    opts.continue_token = page->continue_token;
+    opts.continue_token = std::move(continue_token);
     opts.resource_version.clear();
     absl::MutexLock lock(&mu_);
     if (stopped_) return State::kStopped;
@@ -145,9 +192,11 @@ Reflector::State Reflector::DoList() {
   }
   VLOG(1) << options_.name << ": listed " << items.size()
           << " objects at resourceVersion " << list_rv;
+  fifo_->NoteResourceVersion(list_rv);
   {
     absl::MutexLock lock(&mu_);
     last_sync_rv_ = list_rv;
+    listed_rv_ = list_rv;
     last_rv_unavailable_ = false;
     listed_once_ = true;
   }
@@ -155,7 +204,8 @@ Reflector::State Reflector::DoList() {
   return State::kWatch;
 }
 
-Reflector::State Reflector::DoWatch(bool watch_list) {
+absl::StatusOr<std::unique_ptr<WatchStream>> Reflector::OpenWatch(
+    bool watch_list) {
   WatchOptions opts;
   {
     absl::MutexLock lock(&mu_);
@@ -177,132 +227,153 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
     opts.send_initial_events = true;
     opts.resource_version_match = "NotOlderThan";
   }
-  absl::StatusOr<std::unique_ptr<WatchStream>> watch = lw_->Watch(opts);
-  if (!watch.ok()) {
-    ReportError(watch.status());
-    if (watch_list) {
-      // Like client-go, any failure falls back to list+watch for this
-      // round; a server that does not know WatchList (422 Invalid, as
-      // v1.24 answers) is never asked again.
-      if (HttpCode(watch.status()) == 422 ||
-          absl::IsInvalidArgument(watch.status())) {
-        LOG(INFO) << options_.name
-                  << ": the API server does not support WatchList; using "
-                     "list+watch";
-        absl::MutexLock lock(&mu_);
-        watch_list_unsupported_ = true;
-        return State::kList;
-      }
-      return BackOff() ? State::kList : State::kStopped;
+  return lw_->Watch(opts);
+}
+
+Reflector::State Reflector::OnWatchOpenFailed(bool watch_list,
+                                              const absl::Status& status) {
+  ReportError(status);
+  if (watch_list) {
+    // Like client-go, any failure falls back to a plain LIST for this
+    // round ("making progress is better than deadlocking"); a server that
+    // does not know WatchList (422 Invalid, as v1.24 answers) is never
+    // asked again.
+    absl::MutexLock lock(&mu_);
+    if (HttpCode(status) == 422 || absl::IsInvalidArgument(status)) {
+      LOG(INFO) << options_.name
+                << ": the API server does not support WatchList; using "
+                   "list+watch";
+      watch_list_unsupported_ = true;
     }
-    const State next =
-        RewatchWithoutRelist(watch.status()) ? State::kWatch : State::kList;
-    if (IsExpired(watch.status())) return State::kList;
-    return BackOff() ? next : State::kStopped;
+    if (IsExpired(status) || IsTooLargeResourceVersion(status)) {
+      last_rv_unavailable_ = true;
+    }
+    return State::kPlainList;
   }
+  if (IsExpired(status)) return OnWatchExpired();
+  const State next =
+      RewatchWithoutRelist(status) ? State::kWatch : State::kList;
+  return BackOff() ? next : State::kStopped;
+}
+
+void Reflector::CountEvent(WatchEventType type) {
+  // Counted on receipt, before the store sees the event: whatever a
+  // consumer observes downstream (a handler, a Watch stream) has already
+  // been counted, so the metrics never lag what clients were sent.
+  absl::MutexLock lock(&mu_);
+  switch (type) {
+    case WatchEventType::kAdded: ++counters_.events_added; break;
+    case WatchEventType::kModified: ++counters_.events_modified; break;
+    case WatchEventType::kDeleted: ++counters_.events_deleted; break;
+    case WatchEventType::kBookmark: ++counters_.bookmarks; break;
+    case WatchEventType::kError: break;
+  }
+}
+
+absl::Status Reflector::ApplyObjectEvent(const WatchEvent& ev,
+                                         WatchRound* round) {
+  ObjectPtr obj = ev.object;
+  if (options_.transform) {
+    absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
+    if (!t.ok()) {
+      ReportError(t.status());
+      return absl::OkStatus();
+    }
+    obj = *std::move(t);
+  }
+  if (round->initial) {
+    if (ev.type == WatchEventType::kDeleted) {
+      round->initial_state.erase(obj->Key());
+    } else {
+      std::string key = obj->Key();
+      round->initial_state[std::move(key)] = std::move(obj);
+    }
+    return absl::OkStatus();
+  }
+  if (ev.type == WatchEventType::kAdded) return fifo_->Add(std::move(obj));
+  if (ev.type == WatchEventType::kModified) {
+    return fifo_->Update(std::move(obj));
+  }
+  return fifo_->Delete(std::move(obj));
+}
+
+absl::Status Reflector::ApplyInitialEventsEnd(const WatchEvent& ev,
+                                              WatchRound* round) {
+  std::vector<ObjectPtr> items;
+  items.reserve(round->initial_state.size());
+  for (auto& [key, obj] : round->initial_state) items.push_back(std::move(obj));
+  round->initial_state.clear();
+  absl::Status applied = fifo_->Replace(items, ev.resource_version);
+  round->initial = false;
+  if (applied.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      listed_once_ = true;
+      last_rv_unavailable_ = false;
+    }
+    VLOG(1) << options_.name << ": streamed initial state of "
+            << items.size() << " objects at resourceVersion "
+            << ev.resource_version;
+  }
+  return applied;
+}
+
+absl::Status Reflector::ApplyEvent(const WatchEvent& ev, WatchRound* round) {
+  absl::Status applied;
+  switch (ev.type) {
+    case WatchEventType::kAdded:
+    case WatchEventType::kModified:
+    case WatchEventType::kDeleted:
+      applied = ApplyObjectEvent(ev, round);
+      break;
+    case WatchEventType::kBookmark:
+      if (round->initial && ev.initial_events_end) {
+        applied = ApplyInitialEventsEnd(ev, round);
+      }
+      break;
+    case WatchEventType::kError:
+      return StatusFromApiStatus(ev.status, "WATCH", options_.name);
+  }
+  if (!applied.ok()) return applied;
+  // During a streamed initial state the RV is not a resume point until
+  // the end bookmark has been applied.
+  if (!round->initial && !ev.resource_version.empty()) {
+    fifo_->NoteResourceVersion(ev.resource_version);
+    absl::MutexLock lock(&mu_);
+    last_sync_rv_ = ev.resource_version;
+    if (ev.initial_events_end) listed_rv_ = ev.resource_version;
+  }
+  if (ev.type == WatchEventType::kBookmark && ev.initial_events_end &&
+      options_.on_replaced) {
+    options_.on_replaced();
+  }
+  return absl::OkStatus();
+}
+
+Reflector::State Reflector::DoWatch(bool watch_list) {
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch = OpenWatch(watch_list);
+  if (!watch.ok()) return OnWatchOpenFailed(watch_list, watch.status());
   WatchStream* stream = watch->get();
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return State::kStopped;
     current_watch_ = stream;
   }
-  const absl::Time started = clock_->Now();
-  int64_t events = 0;
+  WatchRound round;
+  round.started = clock_->Now();
+  // WatchList: the initial state is collected in the round and swapped
+  // into the FIFO with one Replace when the initial-events-end bookmark
+  // arrives.
+  round.initial = watch_list;
   absl::Status end;
-  State next = State::kWatch;
-  // WatchList: the initial state is collected here and swapped into the
-  // FIFO with one Replace when the initial-events-end bookmark arrives.
-  bool initial = watch_list;
-  std::map<std::string, ObjectPtr> initial_state;
   for (;;) {
     WatchEvent ev;
     end = stream->Next(&ev);
     if (!end.ok()) break;
-    ++events;
-    // Counted on receipt, before the store sees the event: whatever a
-    // consumer observes downstream (a handler, a Watch stream) has already
-    // been counted, so the metrics never lag what clients were sent.
-    {
-      absl::MutexLock lock(&mu_);
-      switch (ev.type) {
-        case WatchEventType::kAdded: ++counters_.events_added; break;
-        case WatchEventType::kModified: ++counters_.events_modified; break;
-        case WatchEventType::kDeleted: ++counters_.events_deleted; break;
-        case WatchEventType::kBookmark: ++counters_.bookmarks; break;
-        case WatchEventType::kError: break;
-      }
-    }
-    absl::Status applied;
-    switch (ev.type) {
-      case WatchEventType::kAdded:
-      case WatchEventType::kModified:
-      case WatchEventType::kDeleted: {
-        ObjectPtr obj = ev.object;
-        if (options_.transform) {
-          absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
-          if (!t.ok()) {
-            ReportError(t.status());
-            break;
-          }
-          obj = *std::move(t);
-        }
-        if (initial) {
-          if (ev.type == WatchEventType::kDeleted) {
-            initial_state.erase(obj->Key());
-          } else {
-            std::string key = obj->Key();
-            initial_state[std::move(key)] = std::move(obj);
-          }
-        } else if (ev.type == WatchEventType::kAdded) {
-          applied = fifo_->Add(std::move(obj));
-        } else if (ev.type == WatchEventType::kModified) {
-          applied = fifo_->Update(std::move(obj));
-        } else {
-          applied = fifo_->Delete(std::move(obj));
-        }
-        break;
-      }
-      case WatchEventType::kBookmark:
-        if (initial && ev.initial_events_end) {
-          std::vector<ObjectPtr> items;
-          items.reserve(initial_state.size());
-          for (auto& [key, obj] : initial_state) items.push_back(std::move(obj));
-          initial_state.clear();
-          applied = fifo_->Replace(items, ev.resource_version);
-          initial = false;
-          if (applied.ok()) {
-            {
-              absl::MutexLock lock(&mu_);
-              listed_once_ = true;
-              last_rv_unavailable_ = false;
-            }
-            VLOG(1) << options_.name << ": streamed initial state of "
-                    << items.size() << " objects at resourceVersion "
-                    << ev.resource_version;
-          }
-        }
-        break;
-      case WatchEventType::kError:
-        end = StatusFromApiStatus(ev.status, "WATCH", options_.name);
-        break;
-    }
+    ++round.events;
+    CountEvent(ev.type);
+    end = ApplyEvent(ev, &round);
     if (!end.ok()) break;
-    if (!applied.ok()) {
-      end = applied;
-      break;
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      // During a streamed initial state the RV is not a resume point until
-      // the end bookmark has been applied.
-      if (!initial && !ev.resource_version.empty()) {
-        last_sync_rv_ = ev.resource_version;
-      }
-    }
-    if (ev.type == WatchEventType::kBookmark && ev.initial_events_end &&
-        options_.on_replaced) {
-      options_.on_replaced();
-    }
   }
   {
     absl::MutexLock lock(&mu_);
@@ -310,7 +381,12 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
     if (stopped_) return State::kStopped;
   }
   watch->reset();
-  if (initial) {
+  return AfterWatch(round, end);
+}
+
+Reflector::State Reflector::AfterWatch(const WatchRound& round,
+                                       const absl::Status& end) {
+  if (round.initial) {
     // The stream ended before the initial state was complete: nothing of
     // it was applied, so start over with a (streamed or plain) list.
     ReportError(end.ok() || absl::IsOutOfRange(end)
@@ -319,17 +395,17 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
                           ": watch-list stream ended before the initial "
                           "state was complete"))
                     : end);
-    if (IsExpired(end)) {
+    if (IsExpired(end) || IsTooLargeResourceVersion(end)) {
       absl::MutexLock lock(&mu_);
       last_rv_unavailable_ = true;
     }
-    return BackOff() ? State::kList : State::kStopped;
+    // As when the request itself fails: a plain LIST for this round.
+    return State::kPlainList;
   }
-
   if (absl::IsOutOfRange(end)) {
     // A normal close (timeoutSeconds). One that ends at once without a
     // single event is a server misbehaving: back off rather than spin.
-    if (events == 0 && clock_->Now() - started < absl::Seconds(1)) {
+    if (round.events == 0 && clock_->Now() - round.started < absl::Seconds(1)) {
       ReportError(absl::UnavailableError(
           absl::StrCat(options_.name, ": very short watch: ended at once "
                                       "without any event")));
@@ -339,14 +415,12 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
     return State::kWatch;
   }
   ReportError(end);
-  if (IsExpired(end)) {
-    // The RV fell out of the server's history: relist at the last RV
-    // (served from the watch cache); if that fails too, DoList asks for "".
-    absl::MutexLock lock(&mu_);
-    ++counters_.expired;
-    return State::kList;
-  }
-  if (IsTooLargeResourceVersion(end)) {
+  if (IsExpired(end)) return OnWatchExpired();
+  State next = State::kWatch;
+  if (IsUndecodableEvent(end)) {
+    // A re-watch from the same RV would get the same event again.
+    next = State::kList;
+  } else if (IsTooLargeResourceVersion(end)) {
     absl::MutexLock lock(&mu_);
     last_rv_unavailable_ = true;
     next = State::kList;
@@ -357,6 +431,21 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
   // A cut connection (no HTTP code) or 429/503: the RV is still a valid
   // resume point, so re-watch without relisting.
   return BackOff() ? next : State::kStopped;
+}
+
+Reflector::State Reflector::OnWatchExpired() {
+  {
+    absl::MutexLock lock(&mu_);
+    ++counters_.expired;
+    // The RV fell out of the server's watch window: relist at the last RV
+    // (not older than it: the current state). If even the RV the last list
+    // returned cannot be watched from, that list was not current (an exact
+    // read of an old revision): the next one is a consistent read ("").
+    if (last_sync_rv_ == listed_rv_) last_rv_unavailable_ = true;
+  }
+  // Every relist waits its back-off: whatever the server answers, the
+  // list/watch rounds cannot spin.
+  return BackOff() ? State::kList : State::kStopped;
 }
 
 void Reflector::ReportError(const absl::Status& status) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include <random>
@@ -25,27 +26,46 @@ namespace informer {
 // requires (client-go's tools/cache/reflector.go).
 //
 // The loop is an explicit state machine (after kube-rs's watcher):
-//   kList  -> list every page; success: Replace, go to kWatch. With
+//   kList  -> list every page; success: Replace, go to kWatch. The first
+//             list asks for RV "0" (paged), a relist for the last synced
+//             RV WITHOUT a limit (with a limit the API server would read
+//             that exact revision from etcd, an old state that cannot be
+//             watched from after a restart; unpaged it serves the current
+//             state, not older than RV), or, once the server has paged a
+//             list, paged with resourceVersionMatch=NotOlderThan. With
 //             use_watch_list, a WatchList request instead: the initial
 //             state is buffered until the initial-events-end bookmark, then
-//             swapped in with one Replace, and the same stream goes on as
-//             kStream. 422 -> plain lists from then on; other errors: back
-//             off, kList.
-//             410 while paging or "too large RV": next list uses RV "".
-//             other errors: back off, stay in kList.
+//             swapped in with one Replace, and the same stream goes on as a
+//             watch. Any WatchList failure: a plain LIST for this round
+//             (kPlainList); 422 -> plain lists for good.
+//             410 or "too large RV": the next list uses RV "" (a
+//             consistent read); a continue token that expired mid-list
+//             restarts at once as one unpaged list. A transform error fails
+//             the list (never a Replace without the object). Other errors:
+//             back off, stay in kList.
 //   kWatch -> open a watch from the last synced RV.
 //             429 / UNAVAILABLE (connection refused): back off, stay in
 //             kWatch (no relist: the RV is still valid).
 //             other errors: back off, go to kList.
-//   kStream-> apply events. BOOKMARK advances the RV. Normal end: kWatch
-//             again (no relist). ERROR 410 or an expired status: kList at
-//             the last RV. A cut connection: back off, kWatch (the RV is
-//             still a valid resume point; if it has expired the next watch
-//             says 410 and we relist). A watch that ends at once with no
-//             event counts as an error (back-off), so a misbehaving server
-//             cannot make us spin.
-// Back-off: 800 ms doubling to 30 s with jitter 1.0, reset after 2 minutes
-// without failure, all on the injected Clock.
+//   stream -> apply events. BOOKMARK advances the RV. Normal end: kWatch
+//             again (no relist). ERROR 410 / an expired status: back off,
+//             kList at the last RV (RV "" when the watch expired right at
+//             the RV a list returned). An undecodable event: back off,
+//             kList (re-watching would replay it). A cut connection: back
+//             off, kWatch (the RV is still a valid resume point; if it has
+//             expired the next watch says 410 and we relist). A watch that
+//             ends at once with no event counts as an error (back-off), so
+//             a misbehaving server cannot make us spin.
+// Back-off (client-go's sliding back-off between ListAndWatch rounds): 800
+// ms doubling to 30 s with jitter 1.0, reset after 2 minutes without
+// failure, all on the injected Clock. Every relist waits it, except the two
+// one-off immediate fallbacks above (WatchList -> LIST, expired continue
+// -> unpaged LIST), so no answer of the server can make the loop spin.
+//
+// The FIFO is told each resourceVersion handed over
+// (DeltaFIFO::NoteResourceVersion), so the consumer can tell which RV its
+// store reflects (SharedIndexInformer::LastAppliedResourceVersion), as
+// opposed to LastSyncResourceVersion(), the RV received.
 //
 // Thread-safety: Run() blocks on the calling thread until Stop(); Stop() and
 // the accessors may be called from any thread. The ListerWatcher and the
@@ -117,13 +137,45 @@ class Reflector {
   absl::Status LastError() const;
 
  private:
-  enum class State { kList, kWatch, kStopped };
+  // kPlainList: a LIST even where use_watch_list would stream (the
+  // fallback for one round after a WatchList failed).
+  enum class State { kList, kPlainList, kWatch, kStopped };
 
+  // What one watch has seen so far.
+  struct WatchRound {
+    absl::Time started;
+    int64_t events = 0;
+    // A WatchList still streaming its initial state, collected here until
+    // the initial-events-end bookmark swaps it in with one Replace.
+    bool initial = false;
+    std::map<std::string, ObjectPtr> initial_state;
+  };
+
+  // Lists every page into one Replace, then kWatch.
   State DoList();
+  // The first page's options: the RV to list at (see DoList), counted.
+  ListOptions StartList();
+  // Transforms a page's objects and appends them to `items`.
+  absl::Status AppendPage(ObjectList page, std::vector<ObjectPtr>* items);
+  // Reports a failed list (`mid_list`: a later page's continue token
+  // failed) and picks the next state.
+  State OnListFailed(const absl::Status& status, bool mid_list);
   // Opens a watch from the last synced RV and applies its events. With
   // `watch_list`, it is a WatchList request whose streamed initial state
   // replaces the FIFO's content before live events follow.
   State DoWatch(bool watch_list);
+  absl::StatusOr<std::unique_ptr<WatchStream>> OpenWatch(bool watch_list);
+  State OnWatchOpenFailed(bool watch_list, const absl::Status& status);
+  void CountEvent(WatchEventType type);
+  // Applies one event to the FIFO (or the round's initial state); a
+  // non-OK result ends the watch with that status.
+  absl::Status ApplyEvent(const WatchEvent& ev, WatchRound* round);
+  absl::Status ApplyObjectEvent(const WatchEvent& ev, WatchRound* round);
+  absl::Status ApplyInitialEventsEnd(const WatchEvent& ev, WatchRound* round);
+  // A watch (request or stream) got 410 Expired: back off, then relist.
+  State OnWatchExpired();
+  // The next state once a watch has ended with `end`.
+  State AfterWatch(const WatchRound& round, const absl::Status& end);
   void ResyncLoop();
   // Waits out the back-off (or until Stop). Returns false when stopped.
   bool BackOff();
@@ -146,6 +198,15 @@ class Reflector {
   // the next list asks for "" (a quorum read).
   bool last_rv_unavailable_ ABSL_GUARDED_BY(mu_) = false;
   bool listed_once_ ABSL_GUARDED_BY(mu_) = false;
+  // The RV of the last list (or streamed initial state) applied.
+  std::string listed_rv_ ABSL_GUARDED_BY(mu_);
+  // A list came back in pages: the server does not serve lists from a
+  // watch cache (client-go's paginatedResult), so a relist at an RV keeps
+  // paging, with resourceVersionMatch=NotOlderThan.
+  bool paginated_result_ ABSL_GUARDED_BY(mu_) = false;
+  // The next list asks for everything at once (after a continue token
+  // expired mid-list).
+  bool unpaged_next_ ABSL_GUARDED_BY(mu_) = false;
   bool watch_list_unsupported_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time last_failure_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

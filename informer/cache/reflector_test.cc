@@ -104,8 +104,9 @@ TEST_F(ReflectorTest, ExpiredWatchRelists) {
   ASSERT_TRUE(source_.Add("ns", "c").ok());
   source_.CompactHistory();
   clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
-  // The re-watch gets ERROR 410 -> relist at once (no back-off needed for
-  // an expired RV).
+  // The re-watch gets ERROR 410 -> a relist, after its back-off like every
+  // relist (so that no answer of the server can make the loop spin).
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
   WaitForReplaces(2);
   EXPECT_EQ(source_.list_calls(), 2);
   EXPECT_EQ(reflector_->GetCounters().expired, 1);
@@ -240,6 +241,8 @@ TEST_F(ReflectorTest, WatchListFallsBackToListWhenServerAnswers422) {
   ASSERT_TRUE(source_.Add("ns", "b").ok());
   source_.CompactHistory();
   clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  // The re-watch gets 410; the relist waits its back-off.
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
   WaitForReplaces(2);
   EXPECT_EQ(source_.list_calls(), 2);
   EXPECT_EQ(source_.watch_list_calls(), 1);  // the 422 is remembered
@@ -297,7 +300,7 @@ TEST_F(ReflectorTest, ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) 
   // No clock advance needed: the restart does not back off.
   WaitForReplaces(1);
   // First page at "0", its continue -> 410, then a full list from "" (a
-  // quorum read, not the possibly stale watch cache), paged again.
+  // quorum read, not the possibly stale watch cache), unpaged.
   const std::vector<std::string> rvs = lw.rvs();
   ASSERT_GE(rvs.size(), 3u);
   EXPECT_EQ(rvs[0], "0");
@@ -305,6 +308,207 @@ TEST_F(ReflectorTest, ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) 
   EXPECT_EQ(rvs[2], "");
   EXPECT_EQ(fifo_.Len(), 2u);
   EXPECT_EQ(reflector_->GetCounters().expired, 1);
+}
+
+
+ApiStatus ExpiredApiStatus() {
+  ApiStatus st;
+  st.code = 410;
+  st.reason = "Expired";
+  st.message = "too old resource version: 1 (9)";
+  return st;
+}
+
+// Delegates to a FakeSource and records every List's options.
+class RecordLists : public ListerWatcher {
+ public:
+  explicit RecordLists(FakeSource* source) : source_(source) {}
+  absl::StatusOr<ObjectList> List(const ListOptions& options) override {
+    {
+      absl::MutexLock lock(&mu_);
+      lists_.push_back(options);
+    }
+    return source_->List(options);
+  }
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
+      const WatchOptions& options) override {
+    return source_->Watch(options);
+  }
+  std::vector<ListOptions> lists() {
+    absl::MutexLock lock(&mu_);
+    return lists_;
+  }
+
+ private:
+  FakeSource* const source_;
+  absl::Mutex mu_;
+  std::vector<ListOptions> lists_ ABSL_GUARDED_BY(mu_);
+};
+
+class ReflectorRelistTest : public ReflectorTest {
+ protected:
+  void StartOn(ListerWatcher* lw, Reflector::Options opts) {
+    opts.random_seed = 7;
+    opts.on_replaced = [this] {
+      absl::MutexLock lock(&mu_);
+      ++replaces_;
+    };
+    reflector_ = std::make_unique<Reflector>(lw, &fifo_, &clock_, opts);
+    thread_ = std::thread([this] { reflector_->Run(); });
+  }
+  // After the initial list and one event: the watch breaks while the
+  // history is compacted, so the re-watch gets 410 and the reflector
+  // relists (after its back-off).
+  void ExpireAfterOneEvent() {
+    WaitForReplaces(1);
+    while (fifo_.Len() > 0) PopOne();
+    source_.WaitForWatches(1);
+    ASSERT_TRUE(source_.Add("ns", "c").ok());
+    EXPECT_EQ(PopOne(), "Added c");
+    source_.BreakWatches(absl::UnavailableError("cut"));
+    ASSERT_TRUE(source_.Add("ns", "d").ok());
+    source_.CompactHistory();
+    clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+    clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+    WaitForReplaces(2);
+  }
+};
+
+// With a limit and no resourceVersionMatch, a list at an RV is an exact read
+// of that revision from etcd (list-resourceversion-semantics.txt): after an
+// API server restart that old state cannot be watched from. The relist must
+// ask for the current state, not older than the RV.
+TEST_F(ReflectorRelistTest, RelistAtAnRvIsUnpagedSoTheServerServesCurrentState) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  RecordLists lw(&source_);
+  StartOn(&lw, Reflector::Options{});
+  ExpireAfterOneEvent();
+  const std::vector<ListOptions> lists = lw.lists();
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(lists[0].resource_version, "0");
+  EXPECT_EQ(lists[0].limit, 500);
+  EXPECT_NE(lists[1].resource_version, "");
+  EXPECT_NE(lists[1].resource_version, "0");
+  EXPECT_EQ(lists[1].limit, 0) << "a limit makes it an exact etcd read";
+}
+
+TEST_F(ReflectorRelistTest, PagedServerGetsNotOlderThanOnRelistAtAnRv) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  RecordLists lw(&source_);
+  Reflector::Options opts;
+  opts.page_size = 1;  // the server pages: no watch cache serves lists
+  StartOn(&lw, opts);
+  ExpireAfterOneEvent();
+  const std::vector<ListOptions> lists = lw.lists();
+  ASSERT_GE(lists.size(), 3u);
+  const ListOptions& relist = lists[2];
+  EXPECT_NE(relist.resource_version, "");
+  EXPECT_EQ(relist.limit, 1);
+  EXPECT_EQ(relist.resource_version_match, "NotOlderThan");
+}
+
+TEST_F(ReflectorTest, EveryRelistWaitsItsBackOff) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  // Every watch is refused as expired: a server that can never be watched
+  // from must not make the reflector relist in a loop.
+  source_.FailWatches(1000, StatusFromApiStatus(ExpiredApiStatus(), "WATCH",
+                                                "/api/v1/pods"));
+  StartReflector();
+  WaitForReplaces(1);
+  absl::Duration expected = absl::Milliseconds(800);
+  for (int round = 1; round <= 3; ++round) {
+    const absl::Duration wait = clock_.WaitForWaiters(1) - clock_.Now();
+    EXPECT_EQ(source_.list_calls(), round) << "relisted without back-off";
+    EXPECT_GE(wait, expected);
+    EXPECT_LT(wait, 2 * expected);
+    clock_.Advance(wait);
+    WaitForReplaces(round + 1);
+    expected *= 2;
+  }
+}
+
+TEST_F(ReflectorTest, TransformErrorFailsTheListInsteadOfDroppingTheObject) {
+  ASSERT_TRUE(source_.Add("ns", "bad").ok());
+  ASSERT_TRUE(source_.Add("ns", "good").ok());
+  Reflector::Options opts;
+  auto failures = std::make_shared<int>(1);
+  opts.transform = [failures](ObjectPtr obj) -> absl::StatusOr<ObjectPtr> {
+    if (obj->name() == "bad" && *failures > 0) {
+      --*failures;
+      return absl::InvalidArgumentError("cannot transform bad");
+    }
+    return obj;
+  };
+  StartReflector(opts);
+  // The list failed: no Replace (it would tombstone "bad"), a back-off.
+  const absl::Time wake = clock_.WaitForWaiters(1);
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(replaces_, 0);
+  }
+  EXPECT_EQ(fifo_.Len(), 0u);
+  EXPECT_EQ(reflector_->LastError().message(), "cannot transform bad");
+  clock_.Advance(wake - clock_.Now());
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.list_calls(), 2);
+  EXPECT_EQ(fifo_.Len(), 2u);
+}
+
+TEST_F(ReflectorTest, WatchListFailureFallsBackToAListForThatRound) {
+  source_.SetWatchListSupported(true);
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ApiStatus internal;
+  internal.code = 500;
+  internal.reason = "InternalError";
+  internal.message = "etcdserver: request timed out";
+  source_.FailWatches(1, StatusFromApiStatus(internal, "WATCH", "/api/v1/pods"));
+  Reflector::Options opts;
+  opts.use_watch_list = true;
+  StartReflector(opts);
+  // No clock advance: the LIST follows at once, as in client-go.
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.watch_list_calls(), 1);
+  EXPECT_EQ(source_.list_calls(), 1);
+  EXPECT_EQ(PopOne(), "Replaced a");
+  // Only that round: a later relist tries WatchList again.
+  source_.WaitForWatches(1);
+  source_.BreakWatches(absl::UnavailableError("cut"));
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  source_.CompactHistory();
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  WaitForReplaces(2);
+  EXPECT_EQ(source_.watch_list_calls(), 2);
+  EXPECT_EQ(source_.list_calls(), 1);
+}
+
+TEST_F(ReflectorTest, UndecodableEventRelistsInsteadOfReplayingIt) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  StartReflector();
+  WaitForReplaces(1);
+  source_.WaitForWatches(1);
+  source_.BreakWatches(UndecodableEventError("watch: undecodable event"));
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  WaitForReplaces(2);
+  EXPECT_EQ(source_.list_calls(), 2);
+  EXPECT_EQ(source_.watch_calls(), 1) << "re-watched the same event";
+}
+
+TEST_F(ReflectorTest, AppliedResourceVersionWaitsForTheConsumer) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  StartReflector();
+  WaitForReplaces(1);
+  const std::string list_rv = reflector_->LastSyncResourceVersion();
+  EXPECT_EQ(list_rv, source_.CurrentResourceVersion());
+  // Received, not applied: nothing has been popped yet.
+  EXPECT_EQ(fifo_.AppliedResourceVersion(), "");
+  PopOne();
+  EXPECT_EQ(fifo_.AppliedResourceVersion(), "");
+  PopOne();
+  EXPECT_EQ(fifo_.AppliedResourceVersion(), list_rv);
 }
 
 }  // namespace

@@ -314,6 +314,10 @@ bool SharedIndexInformer::WaitForSync(absl::Duration timeout) const {
   return synced_;
 }
 
+std::string SharedIndexInformer::LastAppliedResourceVersion() const {
+  return fifo_.AppliedResourceVersion();
+}
+
 std::string SharedIndexInformer::LastSyncResourceVersion() const {
   absl::MutexLock lock(&handle_mu_);
   return reflector_ ? reflector_->LastSyncResourceVersion() : "";

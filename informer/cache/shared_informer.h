@@ -141,7 +141,15 @@ class SharedIndexInformer {
   bool IsStopped() const;
 
   const Indexer& GetIndexer() const { return indexer_; }
+  // The resourceVersion the reflector last received (client-go's
+  // LastSyncResourceVersion): events up to it may still be queued, not yet
+  // in the indexer.
   std::string LastSyncResourceVersion() const;
+  // The resourceVersion the indexer is known to reflect: every event,
+  // relist and bookmark up to it has been applied to the indexer (and
+  // handed to the handlers' queues). What a snapshot of the indexer or a
+  // bookmark to clients may claim. "" before the first list is applied.
+  std::string LastAppliedResourceVersion() const;
   Reflector::Counters GetReflectorCounters() const;
   absl::Status LastError() const;
   const std::string& name() const { return options_.name; }

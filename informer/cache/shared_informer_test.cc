@@ -251,6 +251,9 @@ TEST(SharedInformerTest, RelistDeliversUnchangedAsSyncAndVanishedAsTombstone) {
   // only, so the resync set stays as it is.
   const absl::Time backoff_end = clock.WaitForWaiters(2);
   clock.Advance(backoff_end - clock.Now());
+  // The re-watch gets 410; the relist waits its own back-off.
+  const absl::Time relist_at = clock.WaitForWaiters(2);
+  clock.Advance(relist_at - clock.Now());
   plain.WaitFor(5);
   std::vector<std::string> ev = plain.events();
   std::vector<std::string> tail(ev.begin() + 3, ev.end());

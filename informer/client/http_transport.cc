@@ -298,6 +298,39 @@ absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
   return t;
 }
 
+namespace {
+
+// TLS: server verification (CA), client certificate.
+void SetTlsOptions(CURL* h, const RestConfig& config,
+                   const Credentials& creds) {
+  if (config.insecure_skip_tls_verify) {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+  } else {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+  }
+  if (!config.ca_data.empty()) {
+    curl_blob blob{const_cast<char*>(config.ca_data.data()),
+                   config.ca_data.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+  } else if (!config.ca_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_CAINFO, config.ca_file.c_str());
+  }
+  if (!creds.client_cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(creds.client_cert_pem.data()),
+                   creds.client_cert_pem.size(), CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(creds.client_key_pem.data()),
+                  creds.client_key_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+  }
+}
+
+}  // namespace
+
 HttpTransport::HttpTransport(const RestConfig& config,
                              std::unique_ptr<CredentialProvider> creds,
                              Clock* clock, TransportOptions options)
@@ -355,31 +388,7 @@ void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
     }
   }
 
-  // TLS.
-  if (config_.insecure_skip_tls_verify) {
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-  } else {
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-  }
-  if (!config_.ca_data.empty()) {
-    curl_blob blob{const_cast<char*>(config_.ca_data.data()),
-                   config_.ca_data.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
-  } else if (!config_.ca_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_file.c_str());
-  }
-  if (!creds.client_cert_pem.empty()) {
-    curl_blob cert{const_cast<char*>(creds.client_cert_pem.data()),
-                   creds.client_cert_pem.size(), CURL_BLOB_COPY};
-    curl_blob key{const_cast<char*>(creds.client_key_pem.data()),
-                  creds.client_key_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-  }
+  SetTlsOptions(h, config_, creds);
   if (!config_.proxy_url.empty()) {
     curl_easy_setopt(h, CURLOPT_PROXY, config_.proxy_url.c_str());
   } else {

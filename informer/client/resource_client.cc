@@ -7,7 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "informer/client/watch_stream.h"
+#include "informer/client/watch_decoder.h"
 #include "informer/object/streaming_list_decoder.h"
 
 namespace informer {
@@ -236,7 +236,7 @@ absl::StatusOr<std::unique_ptr<WatchStream>> ResourceClient::Watch(
   absl::StatusOr<std::unique_ptr<HttpStream>> body =
       transport_->Stream(req, options_.watch_idle_timeout);
   if (!body.ok()) return body.status();
-  return std::unique_ptr<WatchStream>(new HttpWatchStream(
+  return std::unique_ptr<WatchStream>(new WatchDecoder(
       *std::move(body), options_.transform, req.path, bytes_received_));
 }
 

@@ -546,6 +546,41 @@ TEST_F(ResourceClientTest, PartialLastLineIsDataLoss) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
 }
 
+TEST_F(ResourceClientTest, CompleteLineThatDoesNotDecodeIsAnUndecodableEvent) {
+  std::string body = Recorded("watch-configmaps.jsonl");
+  const size_t first_end = body.find('\n') + 1;
+  // After the first event, a complete line that is not a watch event: the
+  // reflector must relist (a re-watch would replay it), not re-watch.
+  body.insert(first_end, "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":\n");
+  ServeStream("/api/v1/configmaps", body, 100);
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "");
+  auto watch = client.Watch(WatchOptions());
+  ASSERT_TRUE(watch.ok());
+  WatchEvent ev;
+  int events = 0;
+  absl::Status s;
+  while ((s = (*watch)->Next(&ev)).ok()) ++events;
+  EXPECT_EQ(events, 1);
+  EXPECT_TRUE(IsUndecodableEvent(s)) << s;
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+}
+
+TEST_F(ResourceClientTest, PartialLastLineIsNotAnUndecodableEvent) {
+  std::string body = Recorded("watch-configmaps.jsonl");
+  body.resize(body.size() - 20);  // a cut connection, not a bad event
+  ServeStream("/api/v1/configmaps", body, 100);
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "");
+  auto watch = client.Watch(WatchOptions());
+  ASSERT_TRUE(watch.ok());
+  WatchEvent ev;
+  absl::Status s;
+  while ((s = (*watch)->Next(&ev)).ok()) {
+  }
+  EXPECT_FALSE(IsUndecodableEvent(s)) << s;
+}
+
 TEST_F(ResourceClientTest, CreateAndPatch) {
   std::vector<std::string> got;
   absl::Mutex mu;

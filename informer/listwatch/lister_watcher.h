@@ -11,6 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "informer/object/wire.h"
 
@@ -35,6 +37,23 @@ struct WatchOptions {
   std::string field_selector;
 };
 
+// The payload that marks a watch error as "an event arrived but could not
+// be decoded" (see UndecodableEventError).
+inline constexpr char kUndecodableEventPayload[] =
+    "type.googleapis.com/informer.UndecodableWatchEvent";
+
+// The status a WatchStream returns for an event it received but cannot
+// decode. Re-watching from the same resourceVersion would replay the same
+// event, so a reflector relists instead. Code DATA_LOSS.
+inline absl::Status UndecodableEventError(absl::string_view message) {
+  absl::Status s = absl::DataLossError(message);
+  s.SetPayload(kUndecodableEventPayload, absl::Cord("1"));
+  return s;
+}
+inline bool IsUndecodableEvent(const absl::Status& s) {
+  return s.GetPayload(kUndecodableEventPayload).has_value();
+}
+
 // A live watch. Next() is called from one thread; Stop() from any thread,
 // any number of times, and makes a blocked Next() return Cancelled.
 class WatchStream {
@@ -42,7 +61,8 @@ class WatchStream {
   virtual ~WatchStream() = default;
   // OK: *event holds the next event. OutOfRange: the server ended the
   // stream normally (e.g. timeoutSeconds). Cancelled: Stop() was called.
-  // Anything else: the stream broke (its message says how).
+  // IsUndecodableEvent: an event could not be decoded. Anything else: the
+  // stream broke (its message says how).
   virtual absl::Status Next(WatchEvent* event) = 0;
   virtual void Stop() = 0;
 };

@@ -1,4 +1,4 @@
-#include "informer/client/watch_stream.h"
+#include "informer/client/watch_decoder.h"
 
 #include <memory>
 #include <string>
@@ -61,7 +61,7 @@ class WatchStreamTest : public ::testing::Test {
  protected:
   // Opens the watch with `idle_timeout` on `clock` and reads its first
   // event.
-  std::unique_ptr<HttpWatchStream> OpenAndReadFirst(
+  std::unique_ptr<WatchDecoder> OpenAndReadFirst(
       Clock* clock, absl::Duration idle_timeout) {
     RestConfig rc;
     rc.server = server_.url();
@@ -73,7 +73,7 @@ class WatchStreamTest : public ::testing::Test {
     req.path = "/api/v1/configmaps";
     auto body = transport_->Stream(req, idle_timeout);
     EXPECT_TRUE(body.ok()) << body.status();
-    auto watch = std::make_unique<HttpWatchStream>(
+    auto watch = std::make_unique<WatchDecoder>(
         *std::move(body), TransformOptions(), req.path);
     WatchEvent ev;
     absl::Status s = watch->Next(&ev);

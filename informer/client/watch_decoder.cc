@@ -1,4 +1,4 @@
-#include "informer/client/watch_stream.h"
+#include "informer/client/watch_decoder.h"
 
 #include <utility>
 
@@ -7,7 +7,7 @@
 namespace informer {
 namespace client {
 
-HttpWatchStream::HttpWatchStream(
+WatchDecoder::WatchDecoder(
     std::unique_ptr<HttpStream> body, TransformOptions transform,
     std::string path, std::shared_ptr<std::atomic<uint64_t>> bytes_received)
     : body_(std::move(body)),
@@ -15,7 +15,7 @@ HttpWatchStream::HttpWatchStream(
       path_(std::move(path)),
       bytes_received_(std::move(bytes_received)) {}
 
-absl::Status HttpWatchStream::Next(WatchEvent* event) {
+absl::Status WatchDecoder::Next(WatchEvent* event) {
   std::string line;
   while (true) {
     if (stopped_.load()) return absl::CancelledError("watch stopped");
@@ -23,9 +23,11 @@ absl::Status HttpWatchStream::Next(WatchEvent* event) {
     if (splitter_.NextLine(&line)) {
       absl::StatusOr<WatchEvent> decoded = DecodeWatchEvent(line, transform_);
       if (!decoded.ok()) {
-        final_ = absl::Status(
-            decoded.status().code(),
-            absl::StrCat("watch ", path_, ": ", decoded.status().message()));
+        // A complete line that does not decode: the same event would come
+        // back on a re-watch from the same resourceVersion.
+        final_ = UndecodableEventError(absl::StrCat(
+            "watch ", path_, ": undecodable event: ",
+            decoded.status().message()));
         return final_;
       }
       *event = *std::move(decoded);
@@ -53,7 +55,7 @@ absl::Status HttpWatchStream::Next(WatchEvent* event) {
   }
 }
 
-void HttpWatchStream::Stop() {
+void WatchDecoder::Stop() {
   stopped_.store(true);
   body_->Stop();
 }

@@ -1,9 +1,11 @@
-#ifndef INFORMER_CLIENT_WATCH_STREAM_H_
-#define INFORMER_CLIENT_WATCH_STREAM_H_
+#ifndef INFORMER_CLIENT_WATCH_DECODER_H_
+#define INFORMER_CLIENT_WATCH_DECODER_H_
 
-// informer::WatchStream over an HTTP response body: bytes from an
-// HttpStream are split into lines (LineSplitter) and each line decoded with
-// DecodeWatchEvent as soon as it is complete.
+// WatchDecoder: the informer::WatchStream of a watch request's HTTP
+// response body (the client side of a watch): bytes from an HttpStream are
+// split into lines (LineSplitter) and each line decoded with
+// DecodeWatchEvent as soon as it is complete. (Not to be confused with the
+// sidecar's gRPC Watch streams in server/watch.)
 //
 // Next() is called from one thread; Stop() from any thread, any number of
 // times, and makes a blocked Next() return Cancelled promptly.
@@ -31,11 +33,11 @@
 namespace informer {
 namespace client {
 
-class HttpWatchStream final : public WatchStream {
+class WatchDecoder final : public WatchStream {
  public:
   // `bytes_received`, when set, is advanced by every body byte read (shared
   // so that it may outlive whichever of its owners goes first).
-  HttpWatchStream(
+  WatchDecoder(
       std::unique_ptr<HttpStream> body, TransformOptions transform,
       std::string path,
       std::shared_ptr<std::atomic<uint64_t>> bytes_received = nullptr);
@@ -57,4 +59,4 @@ class HttpWatchStream final : public WatchStream {
 }  // namespace client
 }  // namespace informer
 
-#endif  // INFORMER_CLIENT_WATCH_STREAM_H_
+#endif  // INFORMER_CLIENT_WATCH_DECODER_H_
