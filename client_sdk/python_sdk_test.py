@@ -4,8 +4,10 @@ Copies client_sdk/python, the examples and proto/informer/v1 from the
 runfiles into $TEST_TMPDIR, makes a venv from Debian's Python with
 --system-site-packages, runs `pip install --no-index --no-build-isolation`
 (which generates the gRPC stubs with protoc and grpc_python_plugin), then
-runs client_sdk/python/tests/e2e_test.py with the venv's python against the
-real //server:informer_sidecar binary in demo mode.
+runs the test files named on the command line (client_sdk/python/tests/,
+default e2e_test.py) with the venv's python against the real
+//server:informer_sidecar binary (in demo mode, or in front of the
+//emulator:kube_emulator binary when the target has it in its data).
 """
 
 import os
@@ -15,6 +17,8 @@ import sys
 import unittest
 
 WORKSPACE = "informer_sidecar"
+# Test files of client_sdk/python/tests to run (set from argv in __main__).
+TEST_FILES = ["e2e_test.py"]
 
 
 def runfile(path: str) -> str:
@@ -58,13 +62,21 @@ class PythonSdkTest(unittest.TestCase):
         env["INFORMER_SIDECAR_BINARY"] = runfile("server/informer_sidecar")
         env["INFORMER_SIDECAR_EXAMPLES"] = os.path.join(
             src, "client_sdk", "examples")
-        tests = subprocess.run(
-            [os.path.join(venv, "bin", "python"),
-             os.path.join(src, "client_sdk", "python", "tests",
-                          "e2e_test.py"), "-v"],
-            cwd=tmp, env=env, check=False)
-        self.assertEqual(tests.returncode, 0, "e2e_test.py failed (see log)")
+        if os.path.exists(runfile("emulator/kube_emulator")):
+            env["INFORMER_EMULATOR_BINARY"] = runfile("emulator/kube_emulator")
+        for test_file in TEST_FILES:
+            with self.subTest(test_file):
+                tests = subprocess.run(
+                    [os.path.join(venv, "bin", "python"),
+                     os.path.join(src, "client_sdk", "python", "tests",
+                                  test_file), "-v"],
+                    cwd=tmp, env=env, check=False)
+                self.assertEqual(tests.returncode, 0,
+                                 f"{test_file} failed (see log)")
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        TEST_FILES = sys.argv[1:]
+        del sys.argv[1:]
     sys.exit(unittest.main())

@@ -104,55 +104,112 @@ absl::Status RemoteInformer::last_stream_status() const {
   return last_status_;
 }
 
+int64_t RemoteInformer::failures() const {
+  absl::MutexLock lock(&mu_);
+  return failures_;
+}
+
 void RemoteInformer::Run() {
   absl::Duration backoff = options_.initial_backoff;
+  int64_t failures = 0;
   while (true) {
-    grpc::ClientContext ctx;
-    informer::v1::WatchRequest request;
-    request.set_resource(options_.resource);
-    request.set_namespace_(options_.namespace_);
-    request.set_label_selector(options_.label_selector);
-    request.set_index_name(options_.index_name);
-    request.set_index_value(options_.index_value);
-    request.set_encoding(informer::v1::ENCODING_JSON);
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopped_) return;
-      ctx_ = &ctx;
-      request.set_resume_token(token_);
-      ++connects_;
-    }
-    // Without a token the stream starts with an initial state but no RESET:
-    // reconcile it against whatever the mirror holds (nothing on the first
-    // connect, so that is plain adds).
-    if (request.resume_token().empty()) {
-      reconciling_ = true;
-      in_initial_state_ = true;
-      reconcile_seen_.clear();
-    }
-    std::unique_ptr<grpc::ClientReader<informer::v1::WatchResponse>> reader =
-        stub_->Watch(&ctx, request);
-    informer::v1::WatchResponse response;
-    bool got_event = false;
-    while (reader->Read(&response)) {
-      for (const Event& event : response.events()) Apply(event);
-      if (response.events_size() > 0) got_event = true;
-    }
-    grpc::Status status = reader->Finish();
+    std::optional<grpc::Status> ended = RunStream(&failures);
+    if (!ended.has_value()) return;
+    // failures == 0: the stream delivered data (or it is the first one), so
+    // the back-off starts over.
+    if (failures == 0) backoff = options_.initial_backoff;
+    ++failures;
+    ReportFailure(*ended, failures, backoff);
     absl::MutexLock lock(&mu_);
-    ctx_ = nullptr;
-    last_status_ = FromGrpcStatus(status);
-    if (stopped_) return;
-    // A token taken in the middle of an initial state would resume after
-    // the objects not yet received: start over with a fresh initial state.
-    if (in_initial_state_) token_.clear();
-    LOG(INFO) << "RemoteInformer(" << options_.resource
-              << "): stream ended: " << last_status_ << "; reconnecting in "
-              << (got_event ? options_.initial_backoff : backoff);
-    if (got_event) backoff = options_.initial_backoff;
     options_.clock->AwaitWithTimeout(&mu_, absl::Condition(&stopped_), backoff);
     if (stopped_) return;
     backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+std::optional<grpc::Status> RemoteInformer::RunStream(int64_t* failures) {
+  grpc::ClientContext ctx;
+  informer::v1::WatchRequest request;
+  request.set_resource(options_.resource);
+  request.set_namespace_(options_.namespace_);
+  request.set_label_selector(options_.label_selector);
+  request.set_index_name(options_.index_name);
+  request.set_index_value(options_.index_value);
+  request.set_encoding(informer::v1::ENCODING_JSON);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return std::nullopt;
+    ctx_ = &ctx;
+    request.set_resume_token(token_);
+    ++connects_;
+  }
+  // Without a token the stream starts with an initial state but no RESET:
+  // reconcile it against whatever the mirror holds (nothing on the first
+  // connect, so that is plain adds). With a token taken inside an initial
+  // state, the sidecar sends the rest of it: the reconciliation in progress
+  // goes on.
+  if (request.resume_token().empty()) {
+    reconciling_ = true;
+    reconcile_seen_.clear();
+  }
+  std::unique_ptr<grpc::ClientReader<informer::v1::WatchResponse>> reader =
+      stub_->Watch(&ctx, request);
+  informer::v1::WatchResponse response;
+  while (reader->Read(&response)) {
+    if (*failures > 0) {
+      const int64_t failed = *failures;
+      *failures = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        failures_ = 0;
+      }
+      LOG(WARNING) << "RemoteInformer(" << options_.resource
+                   << "): Watch stream works again after " << failed
+                   << " failed attempt(s)";
+      if (options_.error_handler != nullptr) {
+        options_.error_handler->OnRecovered(failed);
+      }
+    }
+    for (const Event& event : response.events()) Apply(event);
+  }
+  grpc::Status status = reader->Finish();
+  absl::MutexLock lock(&mu_);
+  ctx_ = nullptr;
+  last_status_ = FromGrpcStatus(status);
+  if (stopped_) return std::nullopt;
+  return status;
+}
+
+void RemoteInformer::ReportFailure(const grpc::Status& status,
+                                   int64_t failures, absl::Duration retry_in) {
+  StreamError error;
+  error.status = FromGrpcStatus(status);
+  error.failures = failures;
+  error.retry_in = retry_in;
+  std::string token;
+  {
+    absl::MutexLock lock(&mu_);
+    failures_ = failures;
+    token = token_;
+  }
+  // WARNING when an outage starts or its cause changes; repeats of the same
+  // failure at INFO (OnError still sees every one).
+  const bool repeat = failures > 1 && error.status == last_reported_;
+  last_reported_ = error.status;
+  const std::string message = absl::StrCat(
+      "RemoteInformer(", options_.resource, "): Watch failed: ",
+      status.ok() ? "OK: the sidecar ended the stream"
+                  : error.status.ToString(),
+      " (", failures, " in a row; retrying in ",
+      absl::FormatDuration(retry_in), ", resuming after token \"", token,
+      "\")");
+  if (repeat) {
+    LOG(INFO) << message;
+  } else {
+    LOG(WARNING) << message;
+  }
+  if (options_.error_handler != nullptr) {
+    options_.error_handler->OnError(error);
   }
 }
 
@@ -173,7 +230,6 @@ void RemoteInformer::Apply(const Event& event) {
       absl::MutexLock lock(&mu_);
       ++resets_;
       reconciling_ = true;
-      in_initial_state_ = true;
       reconcile_seen_.clear();
       break;
     }
@@ -189,7 +245,6 @@ void RemoteInformer::Apply(const Event& event) {
         reconcile_seen_.clear();
       }
       reconciling_ = false;
-      in_initial_state_ = false;
       absl::MutexLock lock(&mu_);
       synced_ = true;
       ++sync_generation_;

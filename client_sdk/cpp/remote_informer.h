@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,35 @@
 
 namespace client_sdk {
 
+// Why a Watch stream of a RemoteInformer failed (see StreamErrorHandler).
+struct StreamError {
+  // The gRPC status the stream ended with, as an absl::Status of the same
+  // code number and message: e.g. NOT_FOUND for an unknown resource,
+  // UNAVAILABLE while the sidecar is away, RESOURCE_EXHAUSTED for a reader
+  // too slow for the sidecar's queue. OK when the sidecar ended the stream
+  // without an error (the informer reconnects all the same).
+  absl::Status status;
+  // Consecutive failed streams, this one included (1 for the first failure
+  // after a working stream).
+  int64_t failures = 0;
+  // How long until the informer tries again.
+  absl::Duration retry_in;
+};
+
+// Told when a RemoteInformer's stream fails and when it works again. Called
+// on the informer's reader thread, in order with the event handlers; must
+// not block for long. RemoteInformer::Stop may not be called from it (it
+// joins that thread); to give up on a permanent error, signal another
+// thread to call Stop.
+class StreamErrorHandler {
+ public:
+  virtual ~StreamErrorHandler() = default;
+  // Every failed stream, before the back-off wait.
+  virtual void OnError(const StreamError& error) = 0;
+  // Once, when a stream delivers data after `failures` failed ones.
+  virtual void OnRecovered(int64_t failures) { (void)failures; }
+};
+
 // RemoteInformer is an informer whose source is the sidecar's Informer.Watch
 // stream: it keeps a local mirror of one resource's objects (optionally
 // filtered by namespace, label selector and a sidecar index value) in the
@@ -40,8 +70,14 @@ namespace client_sdk {
 // A key is never added twice without a delete in between.
 //
 // Reconnects: when the stream ends (sidecar restart, network failure,
-// RESOURCE_EXHAUSTED), the informer reconnects after an exponential back-off
-// (on the injected clock), resuming from the last resume token it applied.
+// RESOURCE_EXHAUSTED), the informer logs it (WARNING when an outage starts
+// or its cause changes, repeats at INFO), tells
+// Options::error_handler (OnError) and reconnects after an exponential
+// back-off (on the injected clock), resuming from the last resume token it
+// applied. It relies on the sidecar's token contract: every event's token,
+// the initial state's included, resumes right after that event, so a stream
+// cut in the middle of an initial state resumes with the rest of it. It
+// never gives up by itself.
 // If the sidecar cannot honour the token it sends RESET and a fresh initial
 // state; the informer then reconciles: objects whose resourceVersion changed
 // are reported as updates, new ones as adds, and at INITIAL_STATE_DONE the
@@ -73,6 +109,9 @@ class RemoteInformer {
     absl::Duration max_backoff = absl::Seconds(30);
     // Not owned; must outlive the informer.
     informer::Clock* clock = informer::RealClock();
+    // Told about failed streams and recoveries (not owned, may be null;
+    // must outlive the informer or its Stop).
+    StreamErrorHandler* error_handler = nullptr;
   };
 
   RemoteInformer(std::shared_ptr<grpc::ChannelInterface> channel,
@@ -118,9 +157,16 @@ class RemoteInformer {
   bool WaitForSyncGeneration(int64_t generation, absl::Duration timeout);
   // Status of the last stream that ended (OK before any ended).
   absl::Status last_stream_status() const;
+  // Consecutive failed streams; 0 while the stream works.
+  int64_t failures() const;
 
  private:
   void Run();
+  // Opens one Watch stream and applies its events until it ends; returns
+  // how it ended, or nullopt when Stop was called.
+  std::optional<grpc::Status> RunStream(int64_t* failures);
+  void ReportFailure(const grpc::Status& status, int64_t failures,
+                     absl::Duration retry_in);
   // Applies one event to the mirror and notifies the handlers. Reader
   // thread only.
   void Apply(const informer::v1::Event& event);
@@ -137,8 +183,9 @@ class RemoteInformer {
   // True from a RESET (or a connect without token) until the following
   // INITIAL_STATE_DONE: initial ADDEDs are reconciled against the mirror.
   bool reconciling_ = false;
-  bool in_initial_state_ = false;
   absl::flat_hash_set<std::string> reconcile_seen_;
+  // The failure last reported, to log repeats at INFO.
+  absl::Status last_reported_;
   // Copy of handlers_ taken when the reader thread starts (handlers are
   // fixed by then), so handlers run without holding mu_.
   std::vector<informer::ResourceEventHandler*> active_handlers_;
@@ -153,6 +200,7 @@ class RemoteInformer {
   int64_t resets_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t sync_generation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_status_ ABSL_GUARDED_BY(mu_);
+  int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   // The open stream's context, so Stop can cancel it.
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread thread_;

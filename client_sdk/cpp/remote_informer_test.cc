@@ -154,8 +154,9 @@ class RemoteInformerTest : public ::testing::Test {
     if (informer_ != nullptr) informer_->Stop();
     server_->Shutdown(absl::ToChronoTime(absl::Now()));
   }
-  RemoteInformer& MakeInformer() {
+  RemoteInformer& MakeInformer(StreamErrorHandler* errors = nullptr) {
     RemoteInformer::Options options;
+    options.error_handler = errors;
     options.resource = "pods";
     options.indexers[informer::FieldIndexName("spec.nodeName")] =
         informer::FieldIndexFunc("spec.nodeName");
@@ -249,28 +250,67 @@ TEST_F(RemoteInformerTest, ResetReconcilesAndReportsOnlyDifferences) {
   EXPECT_EQ(inf.Get("ns", "c"), nullptr);
 }
 
-TEST_F(RemoteInformerTest, DisconnectInsideInitialStateStartsOverWithoutDup) {
-  service_.Push({{Ev(v1::EVENT_TYPE_ADDED, "a", "1", true)}, /*hold=*/false});
-  service_.Push({{Ev(v1::EVENT_TYPE_ADDED, "a", "1", true),
-                  Ev(v1::EVENT_TYPE_ADDED, "b", "1", true),
+TEST_F(RemoteInformerTest, DisconnectInsideInitialStateResumesWithTheRest) {
+  // The token contract: an initial event's token resumes right after it, so
+  // the second stream carries the rest of the initial state (not a RESET,
+  // not the whole state again).
+  v1::Event a = Ev(v1::EVENT_TYPE_ADDED, "a", "1", true);
+  service_.Push({{Ev(v1::EVENT_TYPE_ADDED, "c", "1", true), a},
+                 /*hold=*/false});
+  service_.Push({{Ev(v1::EVENT_TYPE_ADDED, "b", "1", true),
                   Ev(v1::EVENT_TYPE_INITIAL_STATE_DONE)}});
   RemoteInformer& inf = MakeInformer();
   ASSERT_TRUE(inf.Start().ok());
   clock_.WaitForWaiters(1);
   EXPECT_FALSE(inf.HasSynced());
   clock_.Advance(absl::Seconds(1));
-  EXPECT_THAT(recorder_.WaitFor(2),
-              ElementsAre("add a 1 initial", "add b 1 initial"));
-  // The token of a partial initial state is not reused.
-  EXPECT_THAT(service_.WaitForCalls(2), ElementsAre("", ""));
   EXPECT_TRUE(inf.WaitForSync(kWait));
+  EXPECT_THAT(service_.WaitForCalls(2), ElementsAre("", a.resume_token()));
+  // Objects of the first part stay: the initial state is one across the two
+  // streams.
+  EXPECT_THAT(recorder_.WaitFor(3),
+              ElementsAre("add c 1 initial", "add a 1 initial",
+                          "add b 1 initial"));
+  EXPECT_EQ(inf.List().size(), 3u);
+  EXPECT_EQ(inf.sync_generation(), 1);
 }
 
-TEST_F(RemoteInformerTest, BackoffDoublesWhileNothingArrives) {
-  // No scripts: every call fails at once.
-  RemoteInformer& inf = MakeInformer();
+// Records StreamErrorHandler calls as strings.
+class ErrorRecorder final : public StreamErrorHandler {
+ public:
+  void OnError(const StreamError& e) override {
+    Record(absl::StrCat("error ", absl::StatusCodeToString(e.status.code()),
+                        " ", e.failures, " ", absl::FormatDuration(e.retry_in)));
+  }
+  void OnRecovered(int64_t failures) override {
+    Record(absl::StrCat("recovered ", failures));
+  }
+  std::vector<std::string> WaitFor(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return calls_.size() >= n;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
+    return calls_;
+  }
+
+ private:
+  void Record(std::string s) {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back(std::move(s));
+  }
+  absl::Mutex mu_;
+  std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(RemoteInformerTest, OnErrorEveryFailureOnRecoveredOnceBackoffDoubles) {
+  // No scripts yet: every call fails at once with UNAVAILABLE.
+  ErrorRecorder errors;
+  RemoteInformer& inf = MakeInformer(&errors);
   ASSERT_TRUE(inf.Start().ok());
   EXPECT_EQ(clock_.WaitForWaiters(1) - clock_.Now(), absl::Seconds(1));
+  EXPECT_THAT(errors.WaitFor(1), ElementsAre("error UNAVAILABLE 1 1s"));
+  EXPECT_EQ(inf.failures(), 1);
   clock_.Advance(absl::Seconds(1));
   service_.WaitForCalls(2);
   EXPECT_EQ(clock_.WaitForWaiters(1) - clock_.Now(), absl::Seconds(2));
@@ -280,6 +320,37 @@ TEST_F(RemoteInformerTest, BackoffDoublesWhileNothingArrives) {
   EXPECT_EQ(inf.last_stream_status().code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(inf.HasSynced());
   EXPECT_THAT(recorder_.WaitFor(0), IsEmpty());
+
+  // The sidecar answers again: one OnRecovered, and the next failure starts
+  // the back-off over.
+  service_.Push({{Ev(v1::EVENT_TYPE_ADDED, "a", "1", true),
+                  Ev(v1::EVENT_TYPE_INITIAL_STATE_DONE)},
+                 /*hold=*/false,
+                 grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "slow")});
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_TRUE(inf.WaitForSync(kWait));
+  EXPECT_THAT(errors.WaitFor(5),
+              ElementsAre("error UNAVAILABLE 1 1s", "error UNAVAILABLE 2 2s",
+                          "error UNAVAILABLE 3 4s", "recovered 3",
+                          "error RESOURCE_EXHAUSTED 1 1s"));
+  EXPECT_EQ(clock_.WaitForWaiters(1) - clock_.Now(), absl::Seconds(1));
+  EXPECT_EQ(inf.failures(), 1);
+}
+
+TEST_F(RemoteInformerTest, NotFoundIsReportedWithItsCodeAndRetried) {
+  service_.Push({{}, /*hold=*/false,
+                 grpc::Status(grpc::StatusCode::NOT_FOUND,
+                              "unknown resource \"pods\"")});
+  ErrorRecorder errors;
+  RemoteInformer& inf = MakeInformer(&errors);
+  ASSERT_TRUE(inf.Start().ok());
+  EXPECT_THAT(errors.WaitFor(1), ElementsAre("error NOT_FOUND 1 1s"));
+  EXPECT_EQ(inf.last_stream_status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(inf.last_stream_status().message(), "unknown resource \"pods\"");
+  // Not given up: the next attempt comes after the back-off.
+  clock_.WaitForWaiters(1);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(service_.WaitForCalls(2).size(), 2u);
 }
 
 TEST_F(RemoteInformerTest, StartNeedsResource) {

@@ -2,7 +2,8 @@
 // mode (an in-process demo cluster whose pods and configmaps change every
 // second): RemoteInformer's initial sync, live events and reconciliation
 // after a sidecar restart (RESET: the old run's token is unknown to the new
-// run), InformerClient queries, the WorkQueueWorker loop and RecordEvent.
+// run) with OnError/OnRecovered, errors of an unknown resource, InformerClient
+// queries, the WorkQueueWorker loop and RecordEvent.
 
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
@@ -136,6 +137,46 @@ class StoryChecker final : public informer::ResourceEventHandler {
   int live_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Records OnError codes and OnRecovered calls. Thread-safe.
+class ErrorLog final : public StreamErrorHandler {
+ public:
+  void OnError(const StreamError& e) override {
+    absl::MutexLock lock(&mu_);
+    codes_.push_back(e.status.code());
+    EXPECT_GE(e.retry_in, absl::ZeroDuration());
+    EXPECT_EQ(e.failures, failures_ + 1);
+    failures_ = e.failures;
+  }
+  void OnRecovered(int64_t failures) override {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(failures, failures_);
+    failures_ = 0;
+    ++recoveries_;
+  }
+  // Waits until OnError saw `n` calls.
+  bool WaitForErrors(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return codes_.size() >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
+  }
+  std::vector<absl::StatusCode> codes() {
+    absl::MutexLock lock(&mu_);
+    return codes_;
+  }
+  int recoveries() {
+    absl::MutexLock lock(&mu_);
+    return recoveries_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<absl::StatusCode> codes_ ABSL_GUARDED_BY(mu_);
+  int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int recoveries_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 std::map<std::string, std::string> MirrorOf(const RemoteInformer& informer) {
   std::map<std::string, std::string> out;
   for (const informer::ObjectPtr& o : informer.List()) {
@@ -151,8 +192,10 @@ TEST(SdkE2eTest, RemoteInformerSyncsFollowsAndReconcilesAfterRestart) {
   ASSERT_NE(sidecar, nullptr);
 
   StoryChecker checker;
+  ErrorLog errors;
   RemoteInformer::Options options;
   options.resource = "pods";
+  options.error_handler = &errors;
   const std::string node_index = informer::FieldIndexName("spec.nodeName");
   options.indexers[node_index] = informer::FieldIndexFunc("spec.nodeName");
   options.initial_backoff = absl::Milliseconds(50);
@@ -187,13 +230,27 @@ TEST(SdkE2eTest, RemoteInformerSyncsFollowsAndReconcilesAfterRestart) {
 
   // Restart: the new run does not know the old run's token -> RESET, then a
   // fresh initial state that the informer reconciles.
+  EXPECT_THAT(errors.codes(), ::testing::IsEmpty());
   EXPECT_EQ(sidecar->Terminate(), 0);
+  // The application hears of the broken stream (the sidecar ends Watch
+  // streams with UNAVAILABLE on SIGTERM; attempts while it is away fail with
+  // UNAVAILABLE too).
+  ASSERT_TRUE(errors.WaitForErrors(1));
+  EXPECT_EQ(errors.codes()[0], absl::StatusCode::kUnavailable);
+  EXPECT_EQ(errors.recoveries(), 0);
   const StoryChecker::Counts before = checker.counts();
   sidecar = StartSidecar(socket);
   ASSERT_NE(sidecar, nullptr);
   ASSERT_TRUE(pods.WaitForSyncGeneration(2, kWait));
   EXPECT_EQ(pods.resets(), 1);
   EXPECT_GE(pods.connects(), 2);
+  EXPECT_EQ(errors.recoveries(), 1);
+  EXPECT_EQ(pods.failures(), 0);
+  // While the old run shuts down, a new stream may also be CANCELLED.
+  for (absl::StatusCode code : errors.codes()) {
+    EXPECT_THAT(code, ::testing::AnyOf(absl::StatusCode::kUnavailable,
+                                       absl::StatusCode::kCancelled));
+  }
   const StoryChecker::Counts after = checker.counts();
   std::cerr << "initial adds " << initial << "; reconciliation: adds "
             << after.adds - before.adds << ", updates "
@@ -212,6 +269,35 @@ TEST(SdkE2eTest, RemoteInformerSyncsFollowsAndReconcilesAfterRestart) {
   EXPECT_THAT(checker.errors(), ::testing::IsEmpty());
   EXPECT_EQ(checker.model(), MirrorOf(pods));
   EXPECT_NE(pods.resume_token(), old_token);
+}
+
+TEST(SdkE2eTest, RemoteInformerReportsUnknownResourceAndKeepsRetrying) {
+  TempDir dir;
+  std::unique_ptr<SidecarProcess> sidecar =
+      StartSidecar(dir.path() + "/grpc.sock");
+  ASSERT_NE(sidecar, nullptr);
+  ErrorLog errors;
+  RemoteInformer::Options options;
+  options.resource = "nosuchthings";
+  options.initial_backoff = absl::Milliseconds(20);
+  options.max_backoff = absl::Milliseconds(40);
+  options.error_handler = &errors;
+  RemoteInformer informer(
+      grpc::CreateChannel(sidecar->address(),
+                          grpc::InsecureChannelCredentials()),
+      options);
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(errors.WaitForErrors(3));
+  // Every stream so far ended with NOT_FOUND (Stop's CANCELLED is not one).
+  EXPECT_THAT(std::string(informer.last_stream_status().message()),
+              ::testing::HasSubstr("unknown resource"));
+  informer.Stop();
+  for (absl::StatusCode code : errors.codes()) {
+    EXPECT_EQ(code, absl::StatusCode::kNotFound);
+  }
+  EXPECT_GE(informer.connects(), 3);
+  EXPECT_FALSE(informer.HasSynced());
+  EXPECT_EQ(errors.recoveries(), 0);
 }
 
 TEST(SdkE2eTest, InformerClientQueries) {

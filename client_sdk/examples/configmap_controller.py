@@ -5,18 +5,22 @@ with a given label, retrying failures with back-off.
 The sidecar enqueues the key of every matching ConfigMap when it changes; the
 worker looks the object up in a local mirror (a RemoteInformer) and records a
 "Reconciled" Event about it. To show retries, the first attempt of every
-key fails (--fail_first): the sidecar retries it after the queue's
-exponential back-off.
+key fails once (--fail_first): the SDK's Worker logs the failure (one
+WARNING line) and the sidecar hands the key out again after the queue's
+exponential back-off. Keys come back later too when their ConfigMap changes:
+that is a new reconcile, not a retry.
 
 Against a running sidecar (default 127.0.0.1:50051):
     VENV/bin/python client_sdk/examples/configmap_controller.py
-Or starting the sidecar in demo mode itself:
-    VENV/bin/python client_sdk/examples/configmap_controller.py \
-        --sidecar bazel-bin/server/informer_sidecar
+Or starting the sidecar in demo mode itself (the binary built by
+`bazel build //server:informer_sidecar`, found whatever the configuration):
+    VENV/bin/python client_sdk/examples/configmap_controller.py --sidecar
 """
 
 import argparse
 import contextlib
+import logging
+import os
 import signal
 import sys
 import threading
@@ -33,9 +37,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="127.0.0.1:50051",
                         help="the sidecar: host:port or unix:/path")
-    parser.add_argument("--sidecar", default="",
-                        help="run this informer_sidecar binary in demo mode "
-                        "instead of connecting to --target")
+    parser.add_argument("--sidecar", nargs="?", const="", default=None,
+                        metavar="BINARY",
+                        help="run an informer_sidecar binary in demo mode "
+                        "instead of connecting to --target; without BINARY "
+                        "the one Bazel built is found")
     parser.add_argument("--selector", default="app",
                         help="label selector of the ConfigMaps to handle")
     parser.add_argument("--queue", default="configmap-controller")
@@ -51,11 +57,17 @@ def main() -> int:
     signal.signal(signal.SIGINT, lambda *_: done.set())
     signal.signal(signal.SIGTERM, lambda *_: done.set())
 
+    # The SDK's WARNING lines (a failed key, a broken stream) in the same
+    # columns as this program's own output.
+    logging.basicConfig(format="%(levelname)-9s %(message)s")
+
     with contextlib.ExitStack() as stack:
         target = args.target
-        if args.sidecar:
-            from informer_sidecar.demo import DemoSidecar  # pylint: disable=import-outside-toplevel
-            target = stack.enter_context(DemoSidecar(args.sidecar)).target
+        if args.sidecar is not None:
+            from informer_sidecar.demo import DemoSidecar, find_sidecar_binary  # pylint: disable=import-outside-toplevel
+            binary = args.sidecar or find_sidecar_binary(
+                os.path.dirname(os.path.abspath(__file__)))
+            target = stack.enter_context(DemoSidecar(binary)).target
 
         mirror = stack.enter_context(
             RemoteInformer("configmaps",
@@ -73,21 +85,24 @@ def main() -> int:
         print(f"queue {args.queue!r} {'created' if created else 'exists'}",
               flush=True)
 
-        attempts = {}
+        failed_once = set()  # keys whose simulated failure happened
+        failures = {}  # key -> failed attempts since its last success
         lock = threading.Lock()
 
         def reconcile(key: str) -> None:
-            with lock:
-                attempts[key] = attempts.get(key, 0) + 1
-                attempt = attempts[key]
             obj = mirror.get_by_key(key)
             if obj is None:
                 print(f"GONE      {key}", flush=True)
                 return
-            if args.fail_first and attempt == 1:
-                print(f"FAILED    {key} (attempt {attempt}, will retry)",
-                      flush=True)
-                raise TransientError(f"{key}: simulated failure")
+            with lock:
+                fail = args.fail_first and key not in failed_once
+                if fail:
+                    failed_once.add(key)
+                    failures[key] = failures.get(key, 0) + 1
+            if fail:
+                # The Worker logs it (one WARNING line) and reports FAIL.
+                raise TransientError("simulated failure (--fail_first), "
+                                     "the queue retries it after back-off")
             rv = obj["metadata"].get("resourceVersion", "")
             record_event(object_reference(obj, kind="ConfigMap",
                                           api_version="v1"),
@@ -95,8 +110,10 @@ def main() -> int:
                          "Reconciled",
                          f"configmap-controller saw resourceVersion {rv}",
                          target=target)
-            print(f"RECORDED  {key} rv={rv} (attempt {attempt})",
-                  flush=True)
+            with lock:
+                failed = failures.pop(key, 0)
+            retried = f"  (retry, after {failed} failure(s))" if failed else ""
+            print(f"RECORDED  {key} rv={rv}{retried}", flush=True)
 
         stack.enter_context(
             Worker(args.queue,

@@ -3,18 +3,23 @@
 
 Against a running sidecar (default 127.0.0.1:50051):
     VENV/bin/python client_sdk/examples/pod_watcher.py --selector 'tier=web'
-Or starting the sidecar in demo mode itself:
-    VENV/bin/python client_sdk/examples/pod_watcher.py \
-        --sidecar bazel-bin/server/informer_sidecar
+Or starting the sidecar in demo mode itself (the binary built by
+`bazel build //server:informer_sidecar`, found whatever the configuration):
+    VENV/bin/python client_sdk/examples/pod_watcher.py --sidecar
+
+When the stream to the sidecar breaks (e.g. it restarts) the watcher says so
+once, keeps the pods it has, and says so again when the stream is back.
 """
 
 import argparse
 import contextlib
+import logging
+import os
 import signal
 import sys
 import threading
 
-from informer_sidecar import RemoteInformer, object_key
+from informer_sidecar import RemoteInformer, StreamError, object_key
 
 
 def _rv(obj) -> str:
@@ -25,9 +30,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="127.0.0.1:50051",
                         help="the sidecar: host:port or unix:/path")
-    parser.add_argument("--sidecar", default="",
-                        help="run this informer_sidecar binary in demo mode "
-                        "instead of connecting to --target")
+    parser.add_argument("--sidecar", nargs="?", const="", default=None,
+                        metavar="BINARY",
+                        help="run an informer_sidecar binary in demo mode "
+                        "instead of connecting to --target; without BINARY "
+                        "the one Bazel built is found")
     parser.add_argument("--selector", default="tier=web",
                         help="Kubernetes label selector")
     parser.add_argument("--namespace", default="",
@@ -40,15 +47,32 @@ def main() -> int:
     signal.signal(signal.SIGINT, lambda *_: done.set())
     signal.signal(signal.SIGTERM, lambda *_: done.set())
 
+    # Stream errors are reported below (once per outage); the SDK's own
+    # WARNING lines about each failed attempt would repeat them.
+    logging.getLogger("informer_sidecar").setLevel(logging.ERROR)
+
+    def lost(err: StreamError) -> None:
+        if err.failures == 1:  # the first failure of an outage
+            print(f"LOST     the stream to the sidecar ({err.code.name}: "
+                  f"{err.details}); retrying in the background", flush=True)
+
+    def back(failures: int) -> None:
+        print(f"RESUMED  the stream to the sidecar (after {failures} failed "
+              "attempt(s))", flush=True)
+
     with contextlib.ExitStack() as stack:
         target = args.target
-        if args.sidecar:
-            from informer_sidecar.demo import DemoSidecar  # pylint: disable=import-outside-toplevel
-            target = stack.enter_context(DemoSidecar(args.sidecar)).target
+        if args.sidecar is not None:
+            from informer_sidecar.demo import DemoSidecar, find_sidecar_binary  # pylint: disable=import-outside-toplevel
+            binary = args.sidecar or find_sidecar_binary(
+                os.path.dirname(os.path.abspath(__file__)))
+            target = stack.enter_context(DemoSidecar(binary)).target
         informer = RemoteInformer("pods",
                                   target=target,
                                   namespace=args.namespace or None,
-                                  label_selector=args.selector)
+                                  label_selector=args.selector,
+                                  on_error=lost,
+                                  on_recovered=back)
 
         @informer.on_add
         def _added(obj, is_initial):

@@ -15,26 +15,24 @@ except ImportError as e:  # pragma: no cover - a broken install
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
-# The channel's own reconnect pacing: short, so that a restarted sidecar is
-# found again quickly; the SDK's callers add their own back-off on top.
-_CHANNEL_OPTIONS = [
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 5000),
-]
-
 Metadata = Optional[Sequence[Tuple[str, str]]]
 
 
 def open_channel(target: str,
                  channel: Optional[grpc.Channel]) -> Tuple[grpc.Channel, bool]:
     """Returns (channel, owned): `channel` if given, else a new insecure one
-    to `target` that the caller must close."""
+    to `target` that the caller must close.
+
+    The SDK's channels use gRPC's default options, the 4 MiB receive limit
+    included: the sidecar caps its messages below it (a large initial state
+    arrives as several messages), so no limit needs raising. The default
+    reconnect back-off (1 s growing to 120 s) paces how soon a sidecar that
+    was away is connected again; pass your own `channel` to change it."""
     if channel is not None:
         return channel, False
     if not target:
         raise ValueError("target: must be 'host:port' or 'unix:/path'")
-    return grpc.insecure_channel(target, options=_CHANNEL_OPTIONS), True
+    return grpc.insecure_channel(target), True
 
 
 __all__ = [

@@ -4,6 +4,7 @@ The demo cluster is the sidecar's in-process API server emulator, seeded with
 namespaces, pods, deployments and configmaps that change every second.
 """
 
+import glob
 import os
 import shutil
 import signal
@@ -12,6 +13,50 @@ import tempfile
 from typing import List, Optional
 
 import grpc
+
+
+BINARY_ENV = "INFORMER_SIDECAR_BINARY"
+_RELATIVE = os.path.join("server", "informer_sidecar")
+
+
+def find_sidecar_binary(start: Optional[str] = None) -> str:
+    """Locates a built informer_sidecar binary without running Bazel.
+
+    In order: $INFORMER_SIDECAR_BINARY; the newest
+    ``bazel-out/<configuration>/bin/server/informer_sidecar`` of the Bazel
+    workspace containing `start` (default: the working directory), whatever
+    configuration built it (``bazel-bin`` follows only the last build's
+    configuration, e.g. ``-c opt``); ``informer_sidecar`` on PATH.
+    FileNotFoundError, saying how to build it, when none exists.
+    """
+    env = os.environ.get(BINARY_ENV, "")
+    if env:
+        if not os.path.isfile(env):
+            raise FileNotFoundError(f"${BINARY_ENV}={env}: no such file")
+        return env
+    directory = os.path.abspath(start or os.getcwd())
+    while True:
+        if os.path.isfile(os.path.join(directory, "WORKSPACE")):
+            built = [
+                p for p in glob.glob(
+                    os.path.join(directory, "bazel-out", "*", "bin",
+                                 _RELATIVE)) if os.path.isfile(p)
+            ]
+            if built:
+                return max(built, key=os.path.getmtime)
+            break
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    on_path = shutil.which("informer_sidecar")
+    if on_path:
+        return on_path
+    raise FileNotFoundError(
+        "informer_sidecar binary not found: build it with `bazel build -c "
+        "opt //server:informer_sidecar` (in the workspace), or name it: "
+        f"--sidecar \"$(bazel info -c opt bazel-bin)/{_RELATIVE}\" or "
+        f"${BINARY_ENV}")
 
 
 class DemoSidecar:

@@ -9,11 +9,16 @@ sidecar cannot honour the token (e.g. it restarted) it answers RESET and a
 fresh initial state, which RemoteInformer reconciles with its mirror so that
 handlers only see the differences (adds, updates, deletes): never a second
 add of an object they already have.
+
+It relies on the sidecar's token contract: every event's token, the initial
+state's included, resumes the stream right after that event, so a stream cut
+in the middle of an initial state resumes with the rest of it; a token the
+sidecar cannot honour gets RESET. A failing stream is never silent: each
+failure is logged at WARNING and passed to the `on_error` callback.
 """
 
 import json
 import logging
-import random
 import threading
 from typing import (Any, Callable, Dict, Iterable, List, Optional, Set)
 
@@ -21,6 +26,7 @@ import grpc
 
 from informer_sidecar._grpc import (DEFAULT_TARGET, Metadata, informer_pb2,
                                     informer_pb2_grpc, open_channel)
+from informer_sidecar.backoff import Backoff
 
 _LOG = logging.getLogger("informer_sidecar")
 
@@ -29,6 +35,37 @@ IndexFunc = Callable[[Obj], Iterable[str]]
 AddHandler = Callable[[Obj, bool], None]
 UpdateHandler = Callable[[Obj, Obj], None]
 DeleteHandler = Callable[[Obj, bool], None]
+
+
+class StreamError(Exception):
+    """Why a Watch stream of a :class:`RemoteInformer` failed.
+
+    Attributes:
+      code: the ``grpc.StatusCode`` the stream ended with (e.g. NOT_FOUND for
+        an unknown resource, UNAVAILABLE when the sidecar is away,
+        RESOURCE_EXHAUSTED for a reader too slow for the sidecar's queue);
+        ``INTERNAL`` when the SDK could not decode an event; ``OK`` when the
+        sidecar ended the stream without an error.
+      details: the status message.
+      failures: consecutive failed attempts, this one included (1 for the
+        first failure after a working stream).
+      retry_in: seconds until the informer tries again.
+      cause: the underlying exception (a ``grpc.RpcError``), or None.
+    """
+
+    def __init__(self, code: grpc.StatusCode, details: str, failures: int,
+                 retry_in: float,
+                 cause: Optional[BaseException] = None) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+        self.failures = failures
+        self.retry_in = retry_in
+        self.cause = cause
+
+
+ErrorHandler = Callable[[StreamError], None]
+RecoveredHandler = Callable[[int], None]
 
 _EV = informer_pb2
 
@@ -72,6 +109,17 @@ class RemoteInformer:
     the object gone) rather than observed; ``obj`` is then the last state
     known.
 
+    Errors: when the stream fails, the informer logs it (at WARNING when an
+    outage starts or its cause changes, repeats at INFO), calls
+    ``on_error(StreamError)`` (code, details, consecutive failures, seconds
+    until the retry) and retries with exponential back-off, resuming after
+    the last event processed; the mirror keeps its content meanwhile. When a
+    stream delivers data again after failures, it calls
+    ``on_recovered(failures)`` once. Both run on the informer's thread, like
+    the handlers. It never gives up by itself: an application that wants to
+    stop on a permanent error (NOT_FOUND, PERMISSION_DENIED, ...) calls
+    :meth:`stop`, e.g. from ``on_error``.
+
     Thread-safety: every method may be called from any thread. Objects
     returned by :meth:`get`, :meth:`list`, :meth:`by_index` and passed to
     handlers are shared with the mirror: treat them as read-only.
@@ -88,7 +136,10 @@ class RemoteInformer:
                  resume_token: str = "",
                  initial_backoff: float = 0.1,
                  max_backoff: float = 30.0,
-                 metadata: Metadata = None) -> None:
+                 metadata: Metadata = None,
+                 on_error: Optional[ErrorHandler] = None,
+                 on_recovered: Optional[RecoveredHandler] = None,
+                 _rand: Optional[Callable[[], float]] = None) -> None:
         """Creates a stopped informer (see :meth:`start`).
 
         Args:
@@ -105,20 +156,23 @@ class RemoteInformer:
             from the first to the second, with jitter).
           metadata: gRPC metadata for every call, e.g.
             [("authorization", "Bearer TOKEN")].
+          on_error: called with a :class:`StreamError` every time the
+            stream fails (before the back-off wait).
+          on_recovered: called with the number of consecutive failures when
+            a stream delivers data again after them.
         """
         if not resource:
             raise ValueError("resource: required")
-        if initial_backoff <= 0 or max_backoff < initial_backoff:
-            raise ValueError(
-                "initial_backoff/max_backoff: need 0 < initial <= max")
+        # Validates the delays; owned by the reader thread from start().
+        self._backoff = Backoff(initial_backoff, max_backoff, _rand)
+        self._on_error = on_error
+        self._on_recovered = on_recovered
         self._resource = resource
         self._target = target
         self._namespace = namespace or ""
         self._label_selector = label_selector or ""
         self._user_channel = channel
         self._metadata = metadata
-        self._initial_backoff = initial_backoff
-        self._max_backoff = max_backoff
 
         self._lock = threading.Condition()
         # Guarded by _lock.
@@ -136,7 +190,8 @@ class RemoteInformer:
         self._reconnects = 0
         self._resets = 0
         self._call = None
-        self._last_error: Optional[BaseException] = None
+        self._last_error: Optional[StreamError] = None
+        self._failures = 0
 
         # Only touched by the reader thread.
         self._relisting = False
@@ -245,10 +300,17 @@ class RemoteInformer:
             return self._resets
 
     @property
-    def last_error(self) -> Optional[BaseException]:
-        """The error that ended the last stream, if any."""
+    def last_error(self) -> Optional[StreamError]:
+        """The error of the last stream that failed, if any (kept after the
+        stream recovered; see :attr:`failures`)."""
         with self._lock:
             return self._last_error
+
+    @property
+    def failures(self) -> int:
+        """Consecutive failed streams: 0 while the stream works."""
+        with self._lock:
+            return self._failures
 
     # ----- queries on the mirror -----
 
@@ -334,9 +396,7 @@ class RemoteInformer:
 
     def _run(self) -> None:
         stub = informer_pb2_grpc.InformerStub(self._channel)
-        delay = self._initial_backoff
         first = True
-        last_logged = ""
         while not self._stop.is_set():
             with self._lock:
                 request = informer_pb2.WatchRequest(
@@ -347,50 +407,76 @@ class RemoteInformer:
                     encoding=informer_pb2.ENCODING_JSON)
                 if not first:
                     self._reconnects += 1
-                call = stub.Watch(request,
-                                  metadata=self._metadata,
-                                  wait_for_ready=True)
+                # Not wait_for_ready: an unreachable sidecar fails the call
+                # (UNAVAILABLE), which is reported, instead of a silent wait.
+                call = stub.Watch(request, metadata=self._metadata)
                 self._call = call
             first = False
             if self._stop.is_set():
                 call.cancel()
                 break
-            got_event = False
-            try:
-                for response in call:
-                    for event in response.events:
-                        self._apply(event)
-                        got_event = True
-                error: Optional[BaseException] = None
-            except grpc.RpcError as e:
-                error = e
-            except Exception as e:  # pylint: disable=broad-except
-                _LOG.exception("RemoteInformer(%s): bad event", self._resource)
-                error = e
-                call.cancel()
+            error = self._read(call)
             with self._lock:
                 self._call = None
-                self._last_error = error
             if self._stop.is_set():
                 break
-            if got_event:
-                delay = self._initial_backoff
-            if str(error) == last_logged:
-                pass  # the same failure again: logged once
-            elif isinstance(error, grpc.RpcError) and error.code() in (
-                    grpc.StatusCode.NOT_FOUND,
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    grpc.StatusCode.UNAUTHENTICATED,
-                    grpc.StatusCode.PERMISSION_DENIED):
-                _LOG.error("RemoteInformer(%s): %s: %s (retrying)",
-                           self._resource, error.code(), error.details())
-            else:
-                _LOG.info("RemoteInformer(%s): stream ended (%s), resuming",
-                          self._resource, error)
-            last_logged = str(error)
-            # Exponential back-off with jitter; stop() interrupts it.
-            self._stop.wait(delay * (0.5 + random.random() / 2))
-            delay = min(delay * 2, self._max_backoff)
+            delay = self._backoff.next_delay()
+            self._report(error, delay)
+            # stop() interrupts the wait.
+            self._stop.wait(delay)
+
+    def _read(self, call) -> StreamError:
+        """Applies the stream's events until it ends; returns why it ended
+        (failures and retry_in are filled in by _report)."""
+        try:
+            for response in call:
+                if self._backoff.failures:
+                    self._recovered()
+                for event in response.events:
+                    self._apply(event)
+            return StreamError(grpc.StatusCode.OK,
+                               "the sidecar ended the stream", 0, 0)
+        except grpc.RpcError as e:
+            return StreamError(e.code(), e.details() or "", 0, 0, e)
+        except Exception as e:  # pylint: disable=broad-except
+            _LOG.exception("RemoteInformer(%s): bad event", self._resource)
+            call.cancel()
+            return StreamError(grpc.StatusCode.INTERNAL, f"bad event: {e}",
+                               0, 0, e)
+
+    def _recovered(self) -> None:
+        failures = self._backoff.failures
+        self._backoff.reset()
+        with self._lock:
+            self._failures = 0
+        _LOG.warning("RemoteInformer(%s): Watch stream works again after %d "
+                     "failed attempt(s)", self._resource, failures)
+        if self._on_recovered is not None:
+            self._safe(self._on_recovered, failures)
+
+    def _report(self, error: StreamError, delay: float) -> None:
+        """Logs the failure and tells on_error (the back-off bounds how
+        often)."""
+        error.failures = self._backoff.failures
+        error.retry_in = delay
+        with self._lock:
+            previous = self._last_error
+            self._last_error = error
+            self._failures = error.failures
+            self._lock.notify_all()
+        # WARNING when an outage starts or its cause changes; the repeats of
+        # the same failure at INFO (on_error still sees every one).
+        repeat = (error.failures > 1 and previous is not None and
+                  (previous.code, previous.details) == (error.code,
+                                                        error.details))
+        _LOG.log(
+            logging.INFO if repeat else logging.WARNING,
+            "RemoteInformer(%s): Watch failed: %s: %s (%d in a row; "
+            "retrying in %.2fs, resuming after token %r)", self._resource,
+            error.code.name, error.details, error.failures, delay,
+            self.resume_token)
+        if self._on_error is not None:
+            self._safe(self._on_error, error)
 
     def _apply(self, event) -> None:
         """Applies one Watch event to the mirror and calls the handlers."""

@@ -338,8 +338,8 @@ class Worker:
                 break
             if got:
                 delay = self._initial_backoff
-            _LOG.info("Worker(%s): lease stream ended (%s), reconnecting",
-                      self._queue, error)
+            _LOG.warning("Worker(%s): lease stream ended (%s), reconnecting",
+                         self._queue, error)
             self._stop.wait(delay * (0.5 + random.random() / 2))
             delay = min(delay * 2, self._max_backoff)
 

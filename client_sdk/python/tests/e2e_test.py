@@ -23,8 +23,8 @@ import unittest
 import grpc
 
 import informer_sidecar
-from informer_sidecar import (InformerClient, RemoteInformer, Worker,
-                              create_queue, object_key, queue_stats,
+from informer_sidecar import (InformerClient, RemoteInformer, StreamError,
+                              Worker, create_queue, object_key, queue_stats,
                               record_event)
 from informer_sidecar._grpc import (events_pb2, events_pb2_grpc,
                                     informer_pb2, informer_pb2_grpc)
@@ -201,14 +201,36 @@ class SharedSidecarTest(unittest.TestCase):
                 self.assertEqual(len(adds), len(informer.list()))
                 self.assertTrue(all(c[2] for c in adds), adds)
 
-    def test_unknown_resource_keeps_retrying_without_sync(self):
+    def test_unknown_resource_reported_to_on_error_and_retried(self):
+        errors = queue.Queue()
         with RemoteInformer("nosuchthings", target=self.target,
-                            initial_backoff=0.05) as informer:
+                            initial_backoff=0.05, max_backoff=0.1,
+                            on_error=errors.put) as informer:
+            got = [errors.get(timeout=TIMEOUT) for _ in range(3)]
             self.assertTrue(informer.wait_for(
                 lambda inf: inf.reconnects >= 2, timeout=TIMEOUT))
             self.assertFalse(informer.has_synced())
-            self.assertEqual(informer.last_error.code(),
+            self.assertEqual(informer.last_error.code,
                              grpc.StatusCode.NOT_FOUND)
+        for n, err in enumerate(got, start=1):
+            self.assertIsInstance(err, StreamError)
+            self.assertEqual(err.code, grpc.StatusCode.NOT_FOUND)
+            self.assertIn("unknown resource", err.details)
+            self.assertEqual(err.failures, n)
+            # Back-off doubles from 0.05 s up to 0.1 s, jittered to
+            # [50 %, 100 %).
+            cap = min(0.05 * 2 ** (n - 1), 0.1)
+            self.assertTrue(cap / 2 <= err.retry_in < cap, (n, err.retry_in))
+            self.assertIsInstance(err.cause, grpc.RpcError)
+
+    def test_failure_is_logged_at_warning(self):
+        with self.assertLogs("informer_sidecar", level="WARNING") as logs:
+            errors = queue.Queue()
+            with RemoteInformer("nosuchthings", target=self.target,
+                                on_error=errors.put):
+                errors.get(timeout=TIMEOUT)
+        self.assertTrue(any("NOT_FOUND" in line and "nosuchthings" in line
+                            for line in logs.output), logs.output)
 
     def test_query_client(self):
         # ConfigMaps: the demo churn changes their data, never their keys.
@@ -343,20 +365,60 @@ class SharedSidecarTest(unittest.TestCase):
                          "R", target=self.target)
 
     def run_example(self, args, want):
-        """Runs an example until every string in `want` appeared in its
-        output, then stops it with SIGTERM; returns the output."""
-        env = dict(os.environ)
-        proc = subprocess.Popen([sys.executable] + args,
-                                stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT,
-                                text=True,
-                                env=env)
-        lines = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout]
-                         + [lines.put(None)], daemon=True).start()
-        out = []
-        missing = set(want)
-        deadline = time.monotonic() + TIMEOUT
+        return run_example(self, args, [(want, None)])
+
+    def test_pod_watcher_example(self):
+        out = self.run_example([
+            os.path.join(EXAMPLES, "pod_watcher.py"), "--target",
+            self.target, "--selector", "tier=web"
+        ], ["(initial)", "SYNCED", "DELETED"])
+        self.assertIn("ADDED", out)
+        self.assertNotIn("LOST", out)
+
+    def test_configmap_controller_example(self):
+        out = self.run_example([
+            os.path.join(EXAMPLES, "configmap_controller.py"), "--target",
+            self.target, "--queue", "e2e-example"
+        ], ["created", "demo/api-config failed (attempt 1)",
+            "RECORDED  demo/api-config rv="])
+        # Each simulated failure is told once (the Worker's WARNING line),
+        # and only a retry says so.
+        self.assertEqual(out.count("demo/api-config failed"), 1, out)
+        self.assertIn("retries it after back-off", out)
+        recorded = [l for l in out.splitlines() if l.startswith("RECORDED")]
+        self.assertTrue(recorded)
+        self.assertFalse([l for l in recorded if "attempt" in l], recorded)
+        self.assertIn("RECORDED  demo/api-config", out)
+        api = [l for l in recorded if "demo/api-config " in l]
+        self.assertIn("(retry, after 1 failure(s))", api[0])
+
+    def test_example_starts_its_own_sidecar(self):
+        # --sidecar without a path: the binary is found
+        # ($INFORMER_SIDECAR_BINARY here).
+        self.run_example([os.path.join(EXAMPLES, "pod_watcher.py"),
+                          "--sidecar"], ["SYNCED"])
+        self.run_example([
+            os.path.join(EXAMPLES, "pod_watcher.py"), "--sidecar", BINARY
+        ], ["SYNCED"])
+
+
+def run_example(test, args, stages):
+    """Runs an example; for each (want, action) of `stages` waits until every
+    string of `want` appeared in its output, then calls action() (if any).
+    Then stops it with SIGTERM and returns the output."""
+    proc = subprocess.Popen([sys.executable] + args,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            text=True,
+                            env=dict(os.environ))
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] +
+                     [lines.put(None)], daemon=True).start()
+    out = []
+    missing = set()
+    deadline = time.monotonic() + TIMEOUT
+    for want, action in stages:
+        missing = {w for w in want if w not in "".join(out)}
         while missing and time.monotonic() < deadline:
             try:
                 line = lines.get(timeout=max(0.1,
@@ -367,33 +429,87 @@ class SharedSidecarTest(unittest.TestCase):
                 break
             out.append(line)
             missing = {w for w in missing if w not in "".join(out)}
-        proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(TIMEOUT)
-        proc.stdout.close()
-        text = "".join(out)
-        self.assertFalse(missing, f"missing {missing} in:\n{text}")
-        self.assertEqual(rc, 0, text)
-        return text
+        if missing:
+            break
+        if action is not None:
+            action()
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(TIMEOUT)
+    # What it printed while stopping, too.
+    while True:
+        line = lines.get(timeout=TIMEOUT)
+        if line is None:
+            break
+        out.append(line)
+    proc.stdout.close()
+    text = "".join(out)
+    test.assertFalse(missing, f"missing {missing} in:\n{text}")
+    test.assertEqual(rc, 0, text)
+    return text
 
-    def test_pod_watcher_example(self):
-        out = self.run_example([
-            os.path.join(EXAMPLES, "pod_watcher.py"), "--target",
-            self.target, "--selector", "tier=web"
-        ], ["(initial)", "SYNCED", "DELETED"])
-        self.assertIn("ADDED", out)
 
-    def test_configmap_controller_example(self):
-        out = self.run_example([
-            os.path.join(EXAMPLES, "configmap_controller.py"), "--target",
-            self.target, "--queue", "e2e-example"
-        ], ["created", "FAILED    demo/api-config",
-            "RECORDED  demo/api-config"])
-        self.assertIn("will retry", out)
+class FindSidecarBinaryTest(unittest.TestCase):
+    """--sidecar without a path finds the binary whatever configuration
+    built it last."""
 
-    def test_example_starts_its_own_sidecar(self):
-        self.run_example([
-            os.path.join(EXAMPLES, "pod_watcher.py"), "--sidecar", BINARY
-        ], ["SYNCED"])
+    def test_newest_configuration_of_the_workspace(self):
+        from informer_sidecar.demo import find_sidecar_binary  # pylint: disable=import-outside-toplevel
+        root = tempfile.mkdtemp(prefix="isw", dir="/tmp")
+        saved = os.environ.pop("INFORMER_SIDECAR_BINARY", None)
+        try:
+            open(os.path.join(root, "WORKSPACE"), "w").close()
+            paths = {}
+            for n, config in enumerate(["k8-fastbuild", "k8-opt"]):
+                d = os.path.join(root, "bazel-out", config, "bin", "server")
+                os.makedirs(d)
+                paths[config] = os.path.join(d, "informer_sidecar")
+                with open(paths[config], "w") as f:
+                    f.write("#!/bin/sh\n")
+                os.utime(paths[config], (1000 + n, 1000 + n))
+            examples = os.path.join(root, "client_sdk", "examples")
+            os.makedirs(examples)
+            self.assertEqual(find_sidecar_binary(examples), paths["k8-opt"])
+            os.utime(paths["k8-fastbuild"], (5000, 5000))
+            self.assertEqual(find_sidecar_binary(examples),
+                             paths["k8-fastbuild"])
+            os.environ["INFORMER_SIDECAR_BINARY"] = paths["k8-opt"]
+            self.assertEqual(find_sidecar_binary(examples), paths["k8-opt"])
+            os.environ["INFORMER_SIDECAR_BINARY"] = root + "/nope"
+            with self.assertRaises(FileNotFoundError):
+                find_sidecar_binary(examples)
+            del os.environ["INFORMER_SIDECAR_BINARY"]
+            shutil.rmtree(os.path.join(root, "bazel-out"))
+            old_path = os.environ.get("PATH", "")
+            os.environ["PATH"] = root
+            try:
+                with self.assertRaises(FileNotFoundError) as err:
+                    find_sidecar_binary(examples)
+                self.assertIn("bazel info -c opt bazel-bin", str(err.exception))
+            finally:
+                os.environ["PATH"] = old_path
+        finally:
+            if saved is not None:
+                os.environ["INFORMER_SIDECAR_BINARY"] = saved
+            else:
+                os.environ.pop("INFORMER_SIDECAR_BINARY", None)
+            shutil.rmtree(root, ignore_errors=True)
+
+
+class PodWatcherOutageTest(unittest.TestCase):
+    """pod_watcher tells a sidecar outage once, and its end."""
+
+    def test_says_lost_once_and_resumed(self):
+        with DemoSidecar(BINARY) as sidecar:
+            out = run_example(self, [
+                os.path.join(EXAMPLES, "pod_watcher.py"), "--target",
+                sidecar.target
+            ], [(["SYNCED"], sidecar.restart), (["LOST", "RESUMED"], None)])
+        self.assertEqual(out.count("LOST"), 1, out)
+        self.assertEqual(out.count("RESUMED"), 1, out)
+        self.assertIn("UNAVAILABLE", out)
+        self.assertLess(out.index("LOST"), out.index("RESUMED"))
+        # The SDK's per-attempt WARNING lines stay out of its output.
+        self.assertNotIn("Watch failed", out)
 
 
 def _obj(name, rv, data="x"):
@@ -493,13 +609,69 @@ class ScriptedSidecarTest(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class ScriptedResumeTest(unittest.TestCase):
+    """The token contract: a stream cut inside the initial state resumes
+    with the token of the last initial event and gets the rest of it."""
+
+    def test_cut_inside_initial_state_resumes_with_the_rest(self):
+        E = informer_pb2
+        a, b, c = _obj("a", "1"), _obj("b", "2"), _obj("c", "3")
+        scripts = [
+            [E.WatchResponse(events=[
+                _ev(E.EVENT_TYPE_ADDED, a, "t1", True),
+                _ev(E.EVENT_TYPE_ADDED, b, "t2", True)])],
+            [E.WatchResponse(events=[
+                _ev(E.EVENT_TYPE_ADDED, c, "t3", True),
+                _ev(E.EVENT_TYPE_INITIAL_STATE_DONE, None, "t4")])],
+        ]
+        servicer = ScriptedInformer(scripts)
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
+        informer_pb2_grpc.add_InformerServicer_to_server(servicer, server)
+        tmp = tempfile.mkdtemp(prefix="isdf", dir="/tmp")
+        target = "unix:" + os.path.join(tmp, "s.sock")
+        server.add_insecure_port(target)
+        server.start()
+        errors, recoveries = [], []
+        try:
+            informer = RemoteInformer("things", target=target,
+                                      initial_backoff=0.01,
+                                      on_error=errors.append,
+                                      on_recovered=recoveries.append)
+            rec = Recorder(informer)
+            with informer:
+                self.assertTrue(informer.wait_for_sync(TIMEOUT))
+                self.assertEqual(informer.keys(), ["ns/a", "ns/b", "ns/c"])
+            # Only now (stopped): a stream ended by the server would be one
+            # more error.
+            self.assertEqual([r.resume_token for r in servicer.requests],
+                             ["", "t2"])
+            self.assertEqual([(e.code, e.details, e.failures)
+                              for e in errors],
+                             [(grpc.StatusCode.UNAVAILABLE, "scripted break",
+                               1)])
+            self.assertEqual(recoveries, [1])
+            with rec.cond:
+                self.assertEqual(rec.errors, [])
+                self.assertEqual(rec.calls, [("add", "ns/a", True),
+                                             ("add", "ns/b", True),
+                                             ("add", "ns/c", True)])
+        finally:
+            servicer.done.set()
+            server.stop(None)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class RestartTest(unittest.TestCase):
     """The sidecar restarts under a live informer."""
 
     def test_reconnect_after_restart_reconciles_mirror(self):
         with DemoSidecar(BINARY) as sidecar:
+            errors = []
+            recoveries = []
             informer = RemoteInformer("pods", target=sidecar.target,
-                                      initial_backoff=0.05, max_backoff=0.5)
+                                      initial_backoff=0.05, max_backoff=0.5,
+                                      on_error=errors.append,
+                                      on_recovered=recoveries.append)
             rec = Recorder(informer)
             with informer:
                 self.assertTrue(informer.wait_for_sync(TIMEOUT))
@@ -508,10 +680,24 @@ class RestartTest(unittest.TestCase):
                 before = mirror_rvs(informer)
                 with rec.cond:
                     calls_before = len(rec.calls)
+                self.assertEqual(errors, [])
                 sidecar.restart()
                 # The new run does not know the token: RESET, reconcile.
                 self.assertTrue(informer.wait_for(
                     lambda inf: inf.resets >= 1, timeout=TIMEOUT))
+                # The application was told: the stream broke (the sidecar
+                # ends Watch streams with UNAVAILABLE on SIGTERM), attempts
+                # failed while it was away (UNAVAILABLE, or CANCELLED while
+                # the old run shut down), then one recovery.
+                self.assertGreaterEqual(len(errors), 1)
+                self.assertEqual(errors[0].code, grpc.StatusCode.UNAVAILABLE)
+                self.assertTrue(all(e.code in (grpc.StatusCode.UNAVAILABLE,
+                                               grpc.StatusCode.CANCELLED)
+                                    for e in errors), errors)
+                self.assertEqual([e.failures for e in errors],
+                                 list(range(1, len(errors) + 1)))
+                self.assertEqual(recoveries, [len(errors)])
+                self.assertEqual(informer.failures, 0)
                 self.assertGreaterEqual(informer.reconnects, 1)
                 wait_mirror_matches(self, informer, sidecar.target, "pods")
                 with rec.cond:
