@@ -14,12 +14,19 @@ namespace server {
 // epoch (a new fan-out of the same resource starts a new sequence) and the
 // sequence number of the last event the client processed.
 //
+// Inside an initial state (`in_snapshot`), the position is the snapshot's
+// sequence number plus a position in key order: the client holds the
+// snapshot's objects (through its filter) whose keys are <= `after_key`
+// (none when `after_key` is empty: a RESET's token).
+//
 // Tokens are opaque to clients: web-safe base64 of a versioned text form.
 // Value type; thread-compatible.
 struct ResumeToken {
   std::string run_id;
   uint64_t epoch = 0;
   uint64_t seq = 0;
+  bool in_snapshot = false;
+  std::string after_key;
 };
 
 // The token's wire form.
@@ -35,6 +42,8 @@ class ResumeTokenEncoder {
  public:
   ResumeTokenEncoder(absl::string_view run_id, uint64_t epoch);
   std::string Encode(uint64_t seq) const;
+  // A position inside the initial state of snapshot `seq`, after `key`.
+  std::string EncodeSnapshot(uint64_t seq, absl::string_view key) const;
 
  private:
   std::string prefix_;

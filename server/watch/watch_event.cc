@@ -21,6 +21,97 @@ absl::StatusOr<const grpc::Slice*> SharedObject::Encoded(
   return &slice_[i];
 }
 
+namespace {
+
+// A scanner over valid JSON (the cache holds objects the decoder
+// accepted): just enough to find one member's value.
+const char* SkipSpace(const char* p, const char* end) {
+  while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+  return p;
+}
+
+const char* SkipString(const char* p, const char* end) {
+  for (++p; p < end; ++p) {
+    if (*p == '\\') {
+      ++p;
+    } else if (*p == '"') {
+      return p + 1;
+    }
+  }
+  return end;
+}
+
+const char* SkipJsonValue(const char* p, const char* end) {
+  if (p >= end) return end;
+  if (*p == '"') return SkipString(p, end);
+  if (*p != '{' && *p != '[') {
+    while (p < end && *p != ',' && *p != '}' && *p != ']') ++p;
+    return p;
+  }
+  int depth = 0;
+  while (p < end) {
+    if (*p == '"') {
+      p = SkipString(p, end);
+      continue;
+    }
+    if (*p == '{' || *p == '[') {
+      ++depth;
+    } else if (*p == '}' || *p == ']') {
+      if (--depth == 0) return p + 1;
+    }
+    ++p;
+  }
+  return end;
+}
+
+// The value of member `key` of the JSON object `obj`; empty if absent.
+absl::string_view MemberValue(absl::string_view obj, absl::string_view key) {
+  const char* end = obj.data() + obj.size();
+  const char* p = SkipSpace(obj.data(), end);
+  if (p >= end || *p != '{') return {};
+  ++p;
+  while (true) {
+    p = SkipSpace(p, end);
+    if (p >= end || *p != '"') return {};
+    const char* name_end = SkipString(p, end);
+    const absl::string_view name(p + 1, name_end - p - 2);
+    p = SkipSpace(name_end, end);
+    if (p >= end || *p != ':') return {};
+    const char* value = SkipSpace(p + 1, end);
+    p = SkipJsonValue(value, end);
+    if (name == key) return absl::string_view(value, p - value);
+    p = SkipSpace(p, end);
+    if (p >= end || *p != ',') return {};
+    ++p;
+  }
+}
+
+}  // namespace
+
+informer::ObjectPtr WithResourceVersion(const informer::ObjectPtr& obj,
+                                        absl::string_view rv) {
+  const absl::string_view json = obj->json();
+  const absl::string_view metadata = MemberValue(json, "metadata");
+  const absl::string_view old_rv = MemberValue(metadata, "resourceVersion");
+  if (old_rv.size() < 2 || old_rv.front() != '"') return obj;
+  std::string stamped;
+  stamped.reserve(json.size() + rv.size());
+  stamped.append(json.data(), old_rv.data() + 1 - json.data());
+  stamped.append(rv.data(), rv.size());
+  stamped.append(old_rv.data() + old_rv.size() - 1,
+                 json.data() + json.size() - (old_rv.data() + old_rv.size() - 1));
+  absl::StatusOr<informer::ObjectPtr> parsed = informer::Object::Parse(stamped);
+  return parsed.ok() ? *std::move(parsed) : obj;
+}
+
+const SharedPtr& FanoutEvent::LeaveObject() const {
+  absl::call_once(leave_once_, [this] {
+    leave_ = std::make_shared<const SharedObject>(WithResourceVersion(
+        prev_->ptr(), obj_->object().resource_version()));
+  });
+  return leave_;
+}
+
 bool Same(const SharedPtr& a, const SharedPtr& b) {
   if (a == nullptr || b == nullptr) return a == b;
   if (a == b) return true;

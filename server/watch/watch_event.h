@@ -42,6 +42,12 @@ class SharedObject {
 };
 using SharedPtr = std::shared_ptr<const SharedObject>;
 
+// `obj` with its metadata.resourceVersion replaced by `rv` (JSON text and
+// parsed fields alike); `obj` itself if it has no metadata.resourceVersion
+// or its JSON cannot be re-read.
+informer::ObjectPtr WithResourceVersion(const informer::ObjectPtr& obj,
+                                        absl::string_view rv);
+
 // Both null, or the same object (UID) at the same resourceVersion.
 bool Same(const SharedPtr& a, const SharedPtr& b);
 // The same object (UID); both non-null.
@@ -97,6 +103,13 @@ class FanoutEvent {
   absl::StatusOr<const EncodedEvents*> Encoded(informer::v1::Encoding encoding,
                                                bool with_old) const;
 
+  // What a stream whose filter the object leaves with this event (held
+  // before, not after, same UID) sends as DELETED: the previous state (the
+  // last one that matched) stamped with this event's resourceVersion, as
+  // the API server's filtered watch (cacheWatcher) does. Built once, on
+  // first use.
+  const SharedPtr& LeaveObject() const;
+
   // Counts the event's types as is into `by_type`.
   void CountTypes(std::array<uint64_t, 8>* by_type) const;
 
@@ -114,6 +127,8 @@ class FanoutEvent {
   mutable absl::once_flag once_[4];
   mutable EncodedEvents encoded_[4];
   mutable absl::Status status_[4];
+  mutable absl::once_flag leave_once_;
+  mutable SharedPtr leave_;
 };
 using EventPtr = std::shared_ptr<const FanoutEvent>;
 

@@ -188,11 +188,19 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
   bool reset = start.reset;
   if (start.resume) {
     if (CoversLocked(start.seq)) {
-      // The client holds its view at `seq`; the events after it, replayed
-      // through the stream's filter, bring it to now (with the exact
-      // enter/leave events, as the stream decides those from each event's
-      // before and after states).
-      stream->ResumeLocked(&tokens_, start.seq);
+      // The client holds its view at `seq` (inside an initial state: the
+      // snapshot's objects up to a key, so it gets the rest first); the
+      // events after it, replayed through the stream's filter, bring it to
+      // now (with the exact enter/leave events, as the stream decides
+      // those from each event's before and after states).
+      if (start.in_snapshot) {
+        stream->StartLocked(&tokens_,
+                            SnapshotRestLocked(*stream, start.seq,
+                                               start.after_key),
+                            /*reset=*/false, start.seq, rv);
+      } else {
+        stream->ResumeLocked(&tokens_, start.seq);
+      }
       for (const EventPtr& ev : history_) {
         if (ev->seq() > start.seq) stream->Apply(ev);
       }
@@ -204,6 +212,31 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
     reset = true;
   }
   stream->StartLocked(&tokens_, HeldLocked(*stream), reset, seq_, rv);
+}
+
+std::vector<SharedPtr> WatchFanout::SnapshotRestLocked(
+    const WatchStreamReactor& stream, uint64_t seq,
+    absl::string_view after_key) const {
+  // The state at `seq`: today's, with every key an event after `seq`
+  // touched rolled back to its state before the first such event.
+  absl::flat_hash_map<absl::string_view, SharedPtr> rolled_back;
+  for (const EventPtr& ev : history_) {
+    if (ev->seq() > seq) rolled_back.try_emplace(ev->key(), ev->prev());
+  }
+  std::vector<SharedPtr> objs;
+  for (const auto& [key, obj] : state_) {
+    if (key > after_key && !rolled_back.contains(key) && stream.Holds(obj)) {
+      objs.push_back(obj);
+    }
+  }
+  for (const auto& [key, obj] : rolled_back) {
+    if (key > after_key && stream.Holds(obj)) objs.push_back(obj);
+  }
+  std::sort(objs.begin(), objs.end(),
+            [](const SharedPtr& a, const SharedPtr& b) {
+              return a->key() < b->key();
+            });
+  return objs;
 }
 
 void WatchFanout::EndRefusedWaiters(const absl::Status& refused) {

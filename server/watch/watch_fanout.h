@@ -80,6 +80,13 @@ class WatchFanout final : public informer::ResourceEventHandler,
   // order.
   std::vector<SharedPtr> HeldLocked(const WatchStreamReactor& stream) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The objects of the snapshot at `seq` (the state then, rebuilt from
+  // the history, which must cover `seq`) that `stream` holds and whose
+  // keys come after `after_key`, in key order.
+  std::vector<SharedPtr> SnapshotRestLocked(const WatchStreamReactor& stream,
+                                            uint64_t seq,
+                                            absl::string_view after_key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True if every event after `seq` is still in the history.
   bool CoversLocked(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the stream's start (a resume, or RESET? + initial state) and

@@ -31,6 +31,12 @@ struct WatchOptions {
   // per second for its streams in total (measured over 100 ms periods), so
   // a lightly loaded sidecar keeps writing every event at once. 0: always.
   double batch_min_rate = 0;
+  // No WatchResponse is larger than this (serialized): initial states,
+  // coalesced backlogs and resync bursts are split over several messages,
+  // so clients with gRPC's default 4 MiB receive limit get every stream.
+  // An event that alone exceeds it travels alone (up to the server's
+  // largest message). At least 1.
+  size_t max_message_bytes = size_t{1} << 20;
 };
 
 // The shortest per-stream resync_period a request may ask for.

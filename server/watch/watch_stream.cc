@@ -209,6 +209,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
     } else {
       start.resume = true;
       start.seq = token->seq;
+      start.in_snapshot = token->in_snapshot;
+      start.after_key = token->after_key;
     }
   }
   auto* stream = new WatchStreamReactor(

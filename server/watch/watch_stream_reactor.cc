@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -104,12 +105,13 @@ void WatchStreamReactor::Apply(const EventPtr& ev) {
     p.type = v1::EVENT_TYPE_ADDED;
     p.obj = ev->obj();
   } else {
-    // Left the filter (changed, not deleted): DELETED with the new state
-    // as the API server's filtered watch does, or with the state held if
-    // another object took the name.
+    // Left the filter (changed, not deleted): DELETED with the last state
+    // that matched stamped with the event's resourceVersion, as the API
+    // server's filtered watch does; with the state held as is if another
+    // object took the name (the held one was deleted).
     p.type = v1::EVENT_TYPE_DELETED;
     p.old = ev->prev();
-    p.obj = SameUid(ev->prev(), ev->obj()) ? ev->obj() : ev->prev();
+    p.obj = SameUid(ev->prev(), ev->obj()) ? ev->LeaveObject() : ev->prev();
   }
   PushLocked(std::move(p));
   if (pending_.size() >= compact_at_) CompactLocked();
@@ -203,6 +205,7 @@ void WatchStreamReactor::ScheduleResyncLocked() {
 
 void WatchStreamReactor::PushLocked(PendingEvent p) {
   pending_.push_back(std::move(p));
+  tail_coalesced_ = false;
   host_->NotePending(pending_.size());
 }
 
@@ -216,6 +219,7 @@ void WatchStreamReactor::CompactLocked() {
   overflowed_ = true;
   pending_.resize(marker_end_);
   for (PendingEvent& p : coalesced.events) pending_.push_back(std::move(p));
+  tail_coalesced_ = true;
   VLOG(1) << "watch stream on " << resource_ << ": coalesced " << before
           << " pending events to " << pending_.size();
   host_->NoteCoalesced(before > pending_.size() ? before - pending_.size()
@@ -251,8 +255,10 @@ void WatchStreamReactor::MaybeWriteLocked(bool force) {
   if (!force && DeferLocked()) return;
   // A stream that overflowed since its last write sends its queue fully
   // coalesced: the amortised compaction in Apply may have left an
-  // uncoalesced tail.
-  if (overflowed_ || pending_.size() >= options_.max_queue) {
+  // uncoalesced tail. A queue coalesced since its last event needs no
+  // second pass (a backlog split over several writes).
+  if ((overflowed_ || pending_.size() >= options_.max_queue) &&
+      !tail_coalesced_) {
     CompactLocked();
     if (ended_) return;
     if (pending_.empty()) {
@@ -262,61 +268,81 @@ void WatchStreamReactor::MaybeWriteLocked(bool force) {
   }
   overflowed_ = false;
   std::array<uint64_t, 8> by_type{};
-  if (!EncodeLocked(&by_type)) return;
-  written_seq_ = pending_.back().seq;
+  const size_t n = EncodeLocked(&by_type);
+  if (n == 0) return;  // ended
+  written_seq_ = pending_[n - 1].seq;
   host_->NoteWritten(by_type);
   response_ = builder_.Finish();
-  pending_.clear();
-  // An initial state or a burst may have grown the queue far beyond what
-  // steady traffic needs (a few dozen events per write): give that memory
-  // back, so thousands of idle streams do not each keep a large buffer.
-  if (pending_.capacity() > kKeepPending) {
-    std::vector<PendingEvent>().swap(pending_);
+  if (n == pending_.size()) {
+    pending_.clear();
+    // An initial state or a burst may have grown the queue far beyond what
+    // steady traffic needs (a few dozen events per write): give that
+    // memory back, so thousands of idle streams do not each keep a large
+    // buffer.
+    if (pending_.capacity() > kKeepPending) {
+      std::vector<PendingEvent>().swap(pending_);
+    }
+    tail_coalesced_ = false;
+  } else {
+    // The rest goes in the next write(s).
+    pending_.erase(pending_.begin(), pending_.begin() + n);
   }
-  marker_end_ = 0;
-  compact_at_ = options_.max_queue;
+  marker_end_ = marker_end_ > n ? marker_end_ - n : 0;
+  compact_at_ = std::max(options_.max_queue, pending_.size() * 2);
   writing_ = true;
   last_write_ = host_->clock()->Now();
   StartWrite(&response_);
 }
 
-bool WatchStreamReactor::EncodeLocked(std::array<uint64_t, 8>* by_type) {
-  // Events this stream made share their position's token (an initial
-  // state's events all name one position): encoded once per position.
+size_t WatchStreamReactor::EncodeLocked(std::array<uint64_t, 8>* by_type) {
+  const size_t cap = options_.max_message_bytes;
+  // Events this stream made share their position's token (a run of
+  // coalesced events names one position): encoded once per position.
   std::string token;
   uint64_t token_seq = 0;
   bool have_token = false;
-  for (const PendingEvent& p : pending_) {
+  size_t n = 0;
+  for (; n < pending_.size(); ++n) {
+    const PendingEvent& p = pending_[n];
     if (p.ev != nullptr) {
       absl::StatusOr<const EncodedEvents*> enc =
           p.ev->Encoded(encoding_, send_old_);
       if (!enc.ok()) {
         builder_.Finish();
         EndLocked(enc.status());
-        return false;
+        return 0;
       }
+      // Never above the cap, except an event alone.
+      if (n > 0 && builder_.bytes() + (*enc)->bytes > cap) break;
       builder_.AddEncoded((*enc)->slices, (*enc)->events);
       p.ev->CountTypes(by_type);
       continue;
     }
-    if (!have_token || token_seq != p.seq) {
+    if (p.initial || p.type == v1::EVENT_TYPE_RESET) {
+      // Inside an initial state: after this key (after none for RESET).
+      token = tokens_->EncodeSnapshot(p.seq, p.initial ? p.Key() : "");
+      have_token = false;
+    } else if (!have_token || token_seq != p.seq) {
       token = tokens_->Encode(p.seq);
       token_seq = p.seq;
       have_token = true;
     }
-    const size_t t = static_cast<size_t>(p.type);
-    if (t < by_type->size()) ++(*by_type)[t];
-    if (absl::Status st = AddOwnLocked(p, token); !st.ok()) {
+    absl::Status st = AddOwnLocked(p, token, n > 0 ? cap : SIZE_MAX);
+    if (absl::IsOutOfRange(st)) break;  // the next message's
+    if (!st.ok()) {
       builder_.Finish();
       EndLocked(st);
-      return false;
+      return 0;
     }
+    const size_t t = static_cast<size_t>(p.type);
+    if (t < by_type->size()) ++(*by_type)[t];
   }
-  return true;
+  return n;
 }
 
 absl::Status WatchStreamReactor::AddOwnLocked(const PendingEvent& p,
-                                              const std::string& token) {
+                                              const std::string& token,
+                                              size_t cap) {
   WatchResponseBuilder::Event e;
   e.type = p.type;
   e.resume_token = token;
@@ -324,17 +350,19 @@ absl::Status WatchStreamReactor::AddOwnLocked(const PendingEvent& p,
   e.tombstone = p.tombstone;
   if (p.obj == nullptr) {
     e.resource_version = p.rv;
-    builder_.Add(e);
-    return absl::OkStatus();
+  } else {
+    e.resource_version = p.obj->object().resource_version();
+    absl::StatusOr<const grpc::Slice*> obj = p.obj->Encoded(encoding_);
+    if (!obj.ok()) return obj.status();
+    e.object = *obj;
+    if (send_old_ && p.old != nullptr && p.type == v1::EVENT_TYPE_MODIFIED) {
+      absl::StatusOr<const grpc::Slice*> old = p.old->Encoded(encoding_);
+      if (!old.ok()) return old.status();
+      e.old_object = *old;
+    }
   }
-  e.resource_version = p.obj->object().resource_version();
-  absl::StatusOr<const grpc::Slice*> obj = p.obj->Encoded(encoding_);
-  if (!obj.ok()) return obj.status();
-  e.object = *obj;
-  if (send_old_ && p.old != nullptr && p.type == v1::EVENT_TYPE_MODIFIED) {
-    absl::StatusOr<const grpc::Slice*> old = p.old->Encoded(encoding_);
-    if (!old.ok()) return old.status();
-    e.old_object = *old;
+  if (builder_.bytes() + WatchResponseBuilder::EncodedSize(e) > cap) {
+    return absl::OutOfRangeError("over the message cap");
   }
   builder_.Add(e);
   return absl::OkStatus();

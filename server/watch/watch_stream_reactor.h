@@ -47,6 +47,10 @@ struct WatchStart {
   bool reset = false;   // send RESET before the initial state
   bool resume = false;  // try to continue after `seq`
   uint64_t seq = 0;
+  // With `resume`: the position is inside the initial state of snapshot
+  // `seq`, after the key `after_key` (see ResumeToken).
+  bool in_snapshot = false;
+  std::string after_key;
 };
 
 // The party a stream is attached to (its fan-out): told once, from OnDone,
@@ -98,8 +102,10 @@ class WatchStreamReactor final
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref();
 
-  // Queues the initial state `objs` (the caller holds the fan-out's lock,
-  // so no event is missed or duplicated), RESET first if `reset`.
+  // Queues the initial state `objs` of snapshot `seq` and
+  // INITIAL_STATE_DONE (the caller holds the fan-out's lock, so no event
+  // is missed or duplicated), RESET first if `reset`. Also resumes inside
+  // an initial state: `objs` are then the snapshot's rest.
   void StartLocked(const ResumeTokenEncoder* tokens,
                    const std::vector<SharedPtr>& objs, bool reset,
                    uint64_t seq, const std::string& rv);
@@ -144,13 +150,15 @@ class WatchStreamReactor final
   void MaybeWriteLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True if the batching window holds the write back.
   bool DeferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Encodes the queue into builder_; false if the stream ended (an object
-  // could not be encoded).
-  bool EncodeLocked(std::array<uint64_t, 8>* by_type)
+  // Encodes the queue's first events into builder_, as many as fit in
+  // max_message_bytes (at least one); returns how many, 0 if the stream
+  // ended (an object could not be encoded).
+  size_t EncodeLocked(std::array<uint64_t, 8>* by_type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Encodes one event this stream made (not an as-is fan-out event).
-  absl::Status AddOwnLocked(const PendingEvent& p, const std::string& token)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Encodes one event this stream made (not an as-is fan-out event);
+  // OutOfRange (nothing added) if the response would exceed `cap` bytes.
+  absl::Status AddOwnLocked(const PendingEvent& p, const std::string& token,
+                            size_t cap) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finish may not overlap a write in flight: OnWriteDone finishes then.
   void FinishIfIdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -187,6 +195,9 @@ class WatchStreamReactor final
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   // The queue was coalesced since the last write.
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
+  // Nothing was queued since the last coalescing (whose result a split
+  // write may still be sending).
+  bool tail_coalesced_ ABSL_GUARDED_BY(mu_) = false;
   // Waiting in the host's flush set (batching window).
   bool deferred_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
