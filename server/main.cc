@@ -106,6 +106,12 @@ ABSL_FLAG(double, watch_batch_min_rate, 20000,
           "sidecar queues at least this many events per second for all its "
           "streams together; below it every event is written at once. 0: "
           "always batch.");
+ABSL_FLAG(int64_t, watch_max_message_bytes, int64_t{1} << 20,
+          "Informer.Watch: no response message is larger than this; "
+          "initial states, coalesced backlogs and resync bursts are split "
+          "(gRPC clients receive at most 4 MiB by default). An object "
+          "larger than this travels alone, up to --max_message_bytes. "
+          "Between 1024 and --max_message_bytes.");
 ABSL_FLAG(std::string, grpc_tls_cert_file, "",
           "Serve gRPC over TLS with this PEM certificate chain (needs "
           "--grpc_tls_key_file).");
@@ -630,6 +636,16 @@ int Run() {
       static_cast<size_t>(absl::GetFlag(FLAGS_watch_max_pending));
   sidecar_options.informer.watch.history_size =
       static_cast<size_t>(absl::GetFlag(FLAGS_watch_history));
+  const int64_t watch_message = absl::GetFlag(FLAGS_watch_max_message_bytes);
+  if (watch_message < 1024 ||
+      watch_message > absl::GetFlag(FLAGS_max_message_bytes)) {
+    LOG(ERROR) << "informer_sidecar: --watch_max_message_bytes must be "
+                  "between 1024 and --max_message_bytes, not "
+               << watch_message;
+    return 1;
+  }
+  sidecar_options.informer.watch.max_message_bytes =
+      static_cast<size_t>(watch_message);
   if (absl::Status st = SetUpLimits(&metrics, &sidecar_options); !st.ok()) {
     LOG(ERROR) << "informer_sidecar: " << st.message();
     return 1;
