@@ -100,7 +100,11 @@ informer::ObjectPtr WithResourceVersion(const informer::ObjectPtr& obj,
   stamped.append(rv.data(), rv.size());
   stamped.append(old_rv.data() + old_rv.size() - 1,
                  json.data() + json.size() - (old_rv.data() + old_rv.size() - 1));
-  absl::StatusOr<informer::ObjectPtr> parsed = informer::Object::Parse(stamped);
+  // The JSON is already transformed: re-read it as is.
+  informer::TransformOptions as_is;
+  as_is.drop_managed_fields = false;
+  absl::StatusOr<informer::ObjectPtr> parsed =
+      informer::Object::Parse(stamped, as_is);
   return parsed.ok() ? *std::move(parsed) : obj;
 }
 

@@ -38,8 +38,12 @@ class WatchFanout;
 //
 // A stream sends the current state (ADDED, `initial`), one
 // INITIAL_STATE_DONE, then live events in the informer's order. Each write
-// carries everything queued for the stream at that moment. Objects leaving
-// the filter are sent as DELETED, entering as ADDED. When a stream's queue
+// carries what is queued for the stream at that moment, up to
+// `max_message_bytes` (the rest follows in the next writes; an event
+// larger than that goes alone). Objects entering the filter are sent as
+// ADDED; leaving, as DELETED with their last matching state stamped with
+// the new resourceVersion (as the API server's cacheWatcher does). When a
+// stream's queue
 // reaches `max_queue` its events coalesce per key; past `max_pending_keys`
 // distinct keys the stream ends with RESOURCE_EXHAUSTED.
 //
@@ -50,14 +54,17 @@ class WatchFanout;
 // DELETED with `tombstone`).
 //
 // Resume: every event carries a token (this run's id, the fan-out's epoch
-// and a per-resource sequence number). Each fan-out keeps the last
-// `history_size` events, each with the state its object had before. A
-// stream resuming from sequence S rebuilds what the client held at S
-// (today's state with every key touched after S rolled back to its state
-// at S, through the request's filter), then replays the events after S
-// through the same filter logic as a live stream, so enter/leave events are
-// exact. A token of another run or resource, a malformed one, or one older
-// than the history gets RESET and a fresh initial state.
+// and a per-resource sequence number; initial events and RESET also a
+// position in the snapshot's key order) naming the position right after
+// it. Each fan-out keeps the last `history_size` events, each with the
+// state its object had before. A stream resuming from sequence S replays
+// the events after S through the same filter logic as a live stream, so
+// enter/leave events are exact; resuming inside the initial state of
+// snapshot S first sends the rest of that snapshot (the state at S,
+// rebuilt by rolling every key touched after S back, through the request's
+// filter, keys after the token's) and INITIAL_STATE_DONE. A token of
+// another run or resource, a malformed one, or one older than the history
+// gets RESET and a fresh initial state.
 //
 // Tokens inside a coalesced run (a slow stream's queue collapsed per key)
 // name the position before the run, except the run's last event, which
