@@ -1193,6 +1193,44 @@ TEST_F(WatchStreamTest, InitialStatesAndBacklogsAreSplitUnderTheCap) {
   EXPECT_GT(service_->watch_hub().GetCounters().coalesced, 0u);
 }
 
+TEST_F(WatchStreamTest, ResyncBurstsAreSplitUnderTheCap) {
+  constexpr size_t kCap = 4096;
+  seed_.clear();
+  for (int i = 0; i < 30; ++i) {
+    seed_.push_back({"default", absl::StrCat("p", i), std::string(500, 'w')});
+  }
+  Start({.bookmark_interval = absl::Hours(1), .max_message_bytes = kCap});
+  v1::WatchRequest req = Pods();
+  req.mutable_resync_period()->set_seconds(1);
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const size_t initial = state.events.size();
+  int messages = 0;
+  bool read_ok = true;
+  absl::Notification got;
+  std::thread reader([&] {
+    // One resync's SYNCs (30 objects, ~17 KB) take several messages.
+    while (read_ok && state.events.size() < initial + 30) {
+      v1::WatchResponse resp;
+      read_ok = ReadOne(call.get(), &state, &resp);
+      ++messages;
+      ExpectUnderCap(resp, kCap);
+    }
+    got.Notify();
+  });
+  for (int i = 0; i < 100 && !got.HasBeenNotified(); ++i) {
+    clock_.WaitForWaiters(1);  // the ticker
+    clock_.Advance(absl::Seconds(1));
+  }
+  reader.join();
+  ASSERT_TRUE(read_ok);
+  for (size_t i = initial; i < state.events.size(); ++i) {
+    EXPECT_EQ(state.events[i].type(), v1::EVENT_TYPE_SYNC);
+  }
+  EXPECT_GE(messages, 4);
+}
+
 // A client with gRPC's default channel (4 MiB receive limit) gets a 30 MB
 // initial state: with the default cap every message is at most 1 MiB.
 TEST_F(WatchStreamTest, ThirtyMegabyteInitialStateReachesADefaultChannel) {
