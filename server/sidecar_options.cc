@@ -117,6 +117,13 @@ ABSL_FLAG(absl::Duration, watch_batch_window, absl::Milliseconds(5),
           "longer writes at once. Adds at most this much latency. 0 "
           "disables; at most 1s.");
 
+ABSL_FLAG(int64_t, watch_max_message_bytes, int64_t{1} << 20,
+          "Informer.Watch: no response message is larger than this; "
+          "initial states, coalesced backlogs and resync bursts are split "
+          "(gRPC clients receive at most 4 MiB by default). An object "
+          "larger than this travels alone, up to --max_message_bytes. "
+          "Between 1024 and --max_message_bytes.");
+
 ABSL_FLAG(double, watch_batch_min_rate, 20000,
           "Informer.Watch: the batching window applies only while the "
           "sidecar queues at least this many events per second for all its "
@@ -249,11 +256,18 @@ absl::Status WatchFromFlags(SidecarOptions* options) {
                                 absl::FormatDuration(window)));
   }
   if (min_rate < 0) return Invalid("watch_batch_min_rate", "must not be negative");
+  const int64_t message = absl::GetFlag(FLAGS_watch_max_message_bytes);
+  if (message < 1024 || message > absl::GetFlag(FLAGS_max_message_bytes)) {
+    return Invalid("watch_max_message_bytes",
+                   absl::StrCat("must be between 1024 and --max_message_bytes, not ",
+                                message));
+  }
   WatchOptions& watch = options->informer.watch;
   watch.max_pending_keys = static_cast<size_t>(max_pending);
   watch.history_size = static_cast<size_t>(history);
   watch.batch_window = window;
   watch.batch_min_rate = min_rate;
+  watch.max_message_bytes = static_cast<size_t>(message);
   return absl::OkStatus();
 }
 
@@ -371,7 +385,7 @@ std::vector<informer::FlagGroup> SidecarFlagGroups() {
       {"Serving: gRPC and HTTP listeners, connection limits",
        {"grpc_listen", "http_listen", "ports_file", "grpc_keepalive_time", "grpc_keepalive_timeout", "grpc_min_ping_interval", "max_concurrent_streams", "max_message_bytes", "max_request_bytes", "max_list_page_bytes"}},
       {"Watch streams (informer.v1.Informer/Watch)",
-       {"watch_max_pending", "watch_history", "watch_batch_window", "watch_batch_min_rate"}},
+       {"watch_max_pending", "watch_history", "watch_batch_window", "watch_batch_min_rate", "watch_max_message_bytes"}},
       {"Security: TLS and bearer tokens",
        {"grpc_tls_cert_file", "grpc_tls_key_file", "grpc_tls_client_ca_file", "tokens_file", "allow_secrets"}},
       {"Operations: shutdown, work queues, events",

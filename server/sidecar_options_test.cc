@@ -128,6 +128,11 @@ TEST_F(SidecarOptionsTest, EveryBadValueNamesItsFlag) {
       {"watch_batch_window", "-1ms", "--watch_batch_window must be between"},
       {"watch_batch_min_rate", "-1",
        "--watch_batch_min_rate must not be negative"},
+      {"watch_max_message_bytes", "100",
+       "--watch_max_message_bytes must be between 1024 and "
+       "--max_message_bytes, not 100"},
+      {"watch_max_message_bytes", "999999999",
+       "--watch_max_message_bytes must be between 1024"},
       {"grpc_listen", "", "--grpc_listen is empty"},
       {"grpc_keepalive_time", "500ms",
        "--grpc_keepalive_time must be at least 1s"},

@@ -1132,6 +1132,339 @@ TEST_F(WatchStreamTest, TokensOfACoalescedBatchResumeWithoutSkipping) {
   EXPECT_EQ(resumed.objects, SourceState());
 }
 
+// ---- Message size cap (WatchOptions::max_message_bytes) ----
+
+// Every message of `call` until `done` says stop stays under `cap` unless
+// it carries a single event.
+void ExpectUnderCap(const v1::WatchResponse& resp, size_t cap) {
+  if (resp.events_size() > 1) {
+    EXPECT_LE(resp.ByteSizeLong(), cap) << resp.events_size() << " events";
+  }
+}
+
+TEST_F(WatchStreamTest, InitialStatesAndBacklogsAreSplitUnderTheCap) {
+  constexpr size_t kCap = 4096;
+  seed_.clear();
+  for (int i = 0; i < 50; ++i) {
+    seed_.push_back({"default", absl::StrCat("p", i), std::string(500, 'w')});
+  }
+  // One object larger than the cap: it travels alone.
+  seed_.push_back({"default", "zz-big", std::string(3 * kCap, 'b')});
+  Start({.max_queue = 8, .max_message_bytes = kCap});
+  auto call = Open(Pods());
+  ClientState state;
+  int messages = 0;
+  bool big_alone = false;
+  while (state.events.empty() ||
+         state.events.back().type() != v1::EVENT_TYPE_INITIAL_STATE_DONE) {
+    v1::WatchResponse resp;
+    ASSERT_TRUE(ReadOne(call.get(), &state, &resp));
+    ++messages;
+    ExpectUnderCap(resp, kCap);
+    for (const v1::Event& e : resp.events()) {
+      if (absl::StrContains(e.object().json(), "zz-big")) {
+        big_alone = resp.events_size() == 1;
+      }
+    }
+  }
+  EXPECT_EQ(state.objects, SourceState());
+  EXPECT_GE(messages, 8);
+  EXPECT_TRUE(big_alone);
+  // A coalesced backlog is split the same way.
+  const uint64_t before = service_->watch_hub().events();
+  service_->watch_hub().SetWritesPaused(true);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_TRUE(source_->Modify("default", absl::StrCat("p", i),
+                                  Labels{{"app", std::string(600 + round, 'v')}})
+                      .ok());
+    }
+  }
+  service_->watch_hub().WaitForEvents(before + 100);
+  service_->watch_hub().SetWritesPaused(false);
+  messages = 0;
+  while (state.objects != SourceState()) {
+    v1::WatchResponse resp;
+    ASSERT_TRUE(ReadOne(call.get(), &state, &resp));
+    ++messages;
+    ExpectUnderCap(resp, kCap);
+  }
+  EXPECT_GE(messages, 8);
+  EXPECT_GT(service_->watch_hub().GetCounters().coalesced, 0u);
+}
+
+TEST_F(WatchStreamTest, ResyncBurstsAreSplitUnderTheCap) {
+  constexpr size_t kCap = 4096;
+  seed_.clear();
+  for (int i = 0; i < 30; ++i) {
+    seed_.push_back({"default", absl::StrCat("p", i), std::string(500, 'w')});
+  }
+  Start({.bookmark_interval = absl::Hours(1), .max_message_bytes = kCap});
+  v1::WatchRequest req = Pods();
+  req.mutable_resync_period()->set_seconds(1);
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const size_t initial = state.events.size();
+  int messages = 0;
+  bool read_ok = true;
+  absl::Notification got;
+  std::thread reader([&] {
+    // One resync's SYNCs (30 objects, ~17 KB) take several messages.
+    while (read_ok && state.events.size() < initial + 30) {
+      v1::WatchResponse resp;
+      read_ok = ReadOne(call.get(), &state, &resp);
+      ++messages;
+      ExpectUnderCap(resp, kCap);
+    }
+    got.Notify();
+  });
+  for (int i = 0; i < 100 && !got.HasBeenNotified(); ++i) {
+    clock_.WaitForWaiters(1);  // the ticker
+    clock_.Advance(absl::Seconds(1));
+  }
+  reader.join();
+  ASSERT_TRUE(read_ok);
+  for (size_t i = initial; i < state.events.size(); ++i) {
+    EXPECT_EQ(state.events[i].type(), v1::EVENT_TYPE_SYNC);
+  }
+  EXPECT_GE(messages, 4);
+}
+
+// A client with gRPC's default channel (4 MiB receive limit) gets a 30 MB
+// initial state: with the default cap every message is at most 1 MiB.
+TEST_F(WatchStreamTest, ThirtyMegabyteInitialStateReachesADefaultChannel) {
+  seed_.clear();
+  for (int i = 0; i < 3000; ++i) {
+    seed_.push_back({"default", absl::StrCat("p", i),
+                     std::string(10500, static_cast<char>('a' + i % 26))});
+  }
+  Start();
+  auto call = Open(Pods());
+  ClientState state;
+  size_t bytes = 0;
+  int messages = 0;
+  while (state.events.empty() ||
+         state.events.back().type() != v1::EVENT_TYPE_INITIAL_STATE_DONE) {
+    v1::WatchResponse resp;
+    ASSERT_TRUE(ReadOne(call.get(), &state, &resp))
+        << Finish(call.get()).error_message();
+    ++messages;
+    EXPECT_LE(resp.ByteSizeLong(), WatchOptions().max_message_bytes);
+    for (const v1::Event& e : resp.events()) bytes += e.object().json().size();
+  }
+  EXPECT_EQ(state.objects.size(), 3000u);
+  EXPECT_GE(bytes, 30u * 1000 * 1000);
+  EXPECT_GE(messages, 30);
+}
+
+// ---- Leaving a filter ----
+
+// As the API server's filtered watch: DELETED carries the last state that
+// matched, stamped with the resourceVersion of the change that made it
+// leave; live and resumed streams alike.
+TEST_F(WatchStreamTest, LeavingTheFilterSendsTheLastMatchingStateAtTheNewRv) {
+  Start();
+  v1::WatchRequest req = Pods();
+  req.set_label_selector("app=web");
+  auto call = Open(req);
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const std::string token = state.events.back().resume_token();
+  absl::StatusOr<informer::ObjectPtr> moved =
+      source_->Modify("default", "a", Labels{{"app", "db"}});
+  ASSERT_TRUE(moved.ok());
+  const std::string new_rv(moved.value()->resource_version());
+  auto check = [&](const v1::Event& e) {
+    EXPECT_EQ(e.type(), v1::EVENT_TYPE_DELETED);
+    EXPECT_FALSE(e.tombstone());
+    EXPECT_EQ(e.resource_version(), new_rv);
+    auto obj = informer::Object::Parse(e.object().json());
+    ASSERT_TRUE(obj.ok()) << obj.status();
+    EXPECT_EQ((*obj)->Key(), "default/a");
+    ASSERT_NE((*obj)->Label("app"), nullptr);
+    EXPECT_EQ(*(*obj)->Label("app"), "web") << e.object().json();
+    EXPECT_EQ((*obj)->resource_version(), new_rv);
+  };
+  ReadEvents(call.get(), &state, 1);
+  check(state.events.back());
+  // Resumed from before the change: the same DELETED, from the history.
+  req.set_resume_token(token);
+  auto resumed = Open(req);
+  ClientState again;
+  again.objects = {{"default/a", ""}};
+  ReadEvents(resumed.get(), &again, 1);
+  check(again.events.back());
+}
+
+// ---- Resume tokens of every event ----
+
+// What an SDK does with events: upsert on ADDED/MODIFIED/SYNC, erase on
+// DELETED, drop everything on RESET (repeats after a resume are allowed).
+void Upsert(const v1::Event& e, std::map<std::string, std::string>* objects) {
+  if (e.type() == v1::EVENT_TYPE_RESET) objects->clear();
+  if (!e.has_object()) return;
+  auto obj = informer::Object::Parse(e.object().json());
+  ASSERT_TRUE(obj.ok()) << obj.status();
+  if (e.type() == v1::EVENT_TYPE_DELETED) {
+    objects->erase((*obj)->Key());
+  } else {
+    (*objects)[(*obj)->Key()] = e.object().json();
+  }
+}
+
+class WatchResumeTest : public WatchStreamTest {
+ protected:
+  // The source's objects a stream with `selector` ("app=web" or "") holds.
+  std::map<std::string, std::string> Expected(const std::string& selector) {
+    std::map<std::string, std::string> out;
+    for (const auto& [key, obj] : source_->Snapshot()) {
+      const std::string* app = obj->Label("app");
+      if (selector.empty() || (app != nullptr && *app == "web")) {
+        out[key] = std::string(obj->json());
+      }
+    }
+    return out;
+  }
+
+  // Resumes from `token` holding `objects` and reads until they equal the
+  // source (through `selector`); a RESET fails.
+  void ResumeAndConverge(const std::string& token,
+                         std::map<std::string, std::string> objects,
+                         const std::string& selector) {
+    v1::WatchRequest req = Pods();
+    req.set_label_selector(selector);
+    req.set_resume_token(token);
+    auto call = Open(req);
+    const std::map<std::string, std::string> want = Expected(selector);
+    while (objects != want) {
+      v1::WatchResponse resp;
+      ASSERT_TRUE(call->reader->Read(&resp))
+          << "stream ended with " << objects.size() << " objects of "
+          << want.size() << ": " << Finish(call.get()).error_message();
+      for (const v1::Event& e : resp.events()) {
+        ASSERT_NE(e.type(), v1::EVENT_TYPE_RESET);
+        Upsert(e, &objects);
+      }
+    }
+    call->ctx.TryCancel();
+    Finish(call.get());
+  }
+
+  // Changes after the snapshot: modifications (some leaving or entering
+  // app=web), deletions and additions.
+  void Churn(int round) {
+    const uint64_t before = service_->watch_hub().events();
+    for (int i = 0; i < 10; ++i) {
+      const std::string app = (i + round) % 2 == 0 ? "web" : "db";
+      const std::string other = app == "web" ? "db" : "web";
+      // Twice, so a slow stream's queue has something to coalesce.
+      for (const std::string& value : {other, app}) {
+        ASSERT_TRUE(source_->Modify("default",
+                                    absl::StrCat("p", 10 * i + round),
+                                    Labels{{"app", value}})
+                        .ok());
+      }
+      ASSERT_TRUE(
+          source_->Delete("default", absl::StrCat("p", 10 * i + round + 5))
+              .ok());
+      ASSERT_TRUE(source_->Add("default", absl::StrCat("n", round, "-", i),
+                               Labels{{"app", app}})
+                      .ok());
+    }
+    service_->watch_hub().WaitForEvents(before + 40);
+  }
+
+  void SeedPods(int n) {
+    seed_.clear();
+    for (int i = 0; i < n; ++i) {
+      seed_.push_back({"default", absl::StrCat("p", i), i % 3 ? "web" : "db"});
+    }
+  }
+};
+
+TEST_F(WatchResumeTest, EveryInitialEventsTokenResumesRightAfterIt) {
+  SeedPods(100);
+  // A small cap: the initial state spans many messages.
+  Start({.max_message_bytes = 2048});
+  for (const std::string selector : {"", "app=web"}) {
+    SCOPED_TRACE(selector);
+    v1::WatchRequest req = Pods();
+    req.set_label_selector(selector);
+    auto call = Open(req);
+    ClientState state;
+    ReadInitial(call.get(), &state);
+    call->ctx.TryCancel();
+    Finish(call.get());
+    const std::vector<v1::Event> initial = state.events;
+    Churn(selector.empty() ? 0 : 1);
+    std::map<std::string, std::string> objects;
+    for (size_t i = 0; i < initial.size(); ++i) {
+      Upsert(initial[i], &objects);
+      if (i % 7 == 2 || i + 1 == initial.size()) {
+        SCOPED_TRACE(absl::StrCat("resumed after initial event ", i));
+        ResumeAndConverge(initial[i].resume_token(), objects, selector);
+      }
+    }
+  }
+}
+
+TEST_F(WatchResumeTest, EveryTokenOfCoalescedBatchesUnderChurnResumes) {
+  SeedPods(100);
+  Start({.max_queue = 16, .max_message_bytes = 2048});
+  auto call = Open(Pods());
+  // The client's objects after each event, with the event's token.
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>>
+      positions;
+  std::map<std::string, std::string> objects;
+  auto read_until_converged = [&] {
+    while (objects != Expected("")) {
+      v1::WatchResponse resp;
+      ASSERT_TRUE(call->reader->Read(&resp));
+      for (const v1::Event& e : resp.events()) {
+        Upsert(e, &objects);
+        positions.emplace_back(e.resume_token(), objects);
+      }
+    }
+  };
+  read_until_converged();
+  for (int round = 0; round < 3; ++round) {
+    // A slow reader: its queue coalesces.
+    service_->watch_hub().SetWritesPaused(true);
+    Churn(round);
+    service_->watch_hub().SetWritesPaused(false);
+    read_until_converged();
+  }
+  EXPECT_GT(service_->watch_hub().GetCounters().coalesced, 0u);
+  call->ctx.TryCancel();
+  Finish(call.get());
+  // More changes after the last position, so each resume needs the
+  // history and then live events.
+  Churn(3);
+  for (size_t i = 0; i < positions.size(); i += 5) {
+    SCOPED_TRACE(absl::StrCat("resumed after event ", i));
+    ResumeAndConverge(positions[i].first, positions[i].second, "");
+  }
+}
+
+TEST_F(WatchResumeTest, InitialEventsTokenBeyondTheHistoryGetsReset) {
+  SeedPods(100);
+  Start({.history_size = 5});
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  call->ctx.TryCancel();
+  Finish(call.get());
+  Churn(0);  // 40 events: the snapshot is older than the history
+  v1::WatchRequest req = Pods();
+  req.set_resume_token(state.events[3].resume_token());
+  auto resumed = Open(req);
+  ClientState again;
+  ReadOne(resumed.get(), &again);
+  ASSERT_FALSE(again.events.empty());
+  EXPECT_EQ(again.events[0].type(), v1::EVENT_TYPE_RESET);
+}
+
 // A lazily started informer: Watch starts it, the stream keeps it running,
 // and once the registry retires it (idle) its fan-out goes too; a later
 // Watch gets a fresh informer, and tokens of the old one get RESET.
@@ -1206,108 +1539,6 @@ TEST(WatchLazyInformerTest, RetiredInformerDropsItsFanout) {
   server->Wait();
   service.reset();
   (*registry)->Stop();
-}
-
-TEST(WatchResponseBuilderTest, BytesEqualTheMessageSerialization) {
-  v1::Object obj;
-  obj.set_json(R"({"metadata":{"name":"a"}})");
-  v1::Object old;
-  old.set_json(R"({"metadata":{"name":"a","x":1}})");
-  const grpc::Slice obj_bytes = SerializeToSlice(obj);
-  const grpc::Slice old_bytes = SerializeToSlice(old);
-  WatchResponseBuilder builder;
-  builder.Add({.type = v1::EVENT_TYPE_MODIFIED,
-               .object = &obj_bytes,
-               .old_object = &old_bytes,
-               .resource_version = "7",
-               .resume_token = "tok",
-               .tombstone = true});
-  builder.Add({.type = v1::EVENT_TYPE_ADDED,
-               .object = &obj_bytes,
-               .resource_version = "8",
-               .resume_token = std::string(300, 't'),
-               .initial = true});
-  builder.Add({.type = v1::EVENT_TYPE_INITIAL_STATE_DONE,
-               .resource_version = "9",
-               .resume_token = "t3"});
-  EXPECT_EQ(builder.events(), 3);
-  grpc::ByteBuffer buffer = builder.Finish();
-  EXPECT_EQ(builder.events(), 0);
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(buffer.Dump(&slices).ok());
-  std::string bytes;
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  v1::WatchResponse want;
-  v1::Event* e = want.add_events();
-  e->set_type(v1::EVENT_TYPE_MODIFIED);
-  *e->mutable_object() = obj;
-  *e->mutable_old_object() = old;
-  e->set_resource_version("7");
-  e->set_resume_token("tok");
-  e->set_tombstone(true);
-  e = want.add_events();
-  e->set_type(v1::EVENT_TYPE_ADDED);
-  *e->mutable_object() = obj;
-  e->set_resource_version("8");
-  e->set_resume_token(std::string(300, 't'));
-  e->set_initial(true);
-  e = want.add_events();
-  e->set_type(v1::EVENT_TYPE_INITIAL_STATE_DONE);
-  e->set_resource_version("9");
-  e->set_resume_token("t3");
-  EXPECT_EQ(bytes, want.SerializeAsString());
-}
-
-TEST(WatchResponseBuilderTest, PreEncodedEventsMixWithPerStreamOnes) {
-  v1::Object obj;
-  obj.set_json(R"({"metadata":{"name":"a"}})");
-  const grpc::Slice obj_bytes = SerializeToSlice(obj);
-  // Encoded once (as a fan-out does for an event every stream sends as is).
-  WatchResponseBuilder once;
-  once.Add({.type = v1::EVENT_TYPE_DELETED,
-            .object = &obj_bytes,
-            .resource_version = "5",
-            .resume_token = "t5"});
-  once.Add({.type = v1::EVENT_TYPE_ADDED,
-            .object = &obj_bytes,
-            .resource_version = "5",
-            .resume_token = "t5"});
-  EXPECT_EQ(once.events(), 2);
-  const std::vector<grpc::Slice> parts = once.TakeSlices();
-  EXPECT_EQ(once.events(), 0);
-  ASSERT_FALSE(parts.empty());
-
-  WatchResponseBuilder builder;
-  builder.Add({.type = v1::EVENT_TYPE_BOOKMARK, .resource_version = "4"});
-  builder.AddEncoded(parts, 2);
-  builder.Add({.type = v1::EVENT_TYPE_SYNC,
-               .object = &obj_bytes,
-               .resource_version = "5",
-               .resume_token = "t6"});
-  builder.AddEncoded(parts, 2);  // the same slices again: shared, not moved
-  EXPECT_EQ(builder.events(), 6);
-  grpc::ByteBuffer buffer = builder.Finish();
-  v1::WatchResponse got;
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(buffer.Dump(&slices).ok());
-  std::string bytes;
-  for (const grpc::Slice& sl : slices) {
-    bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-  }
-  ASSERT_TRUE(got.ParseFromString(bytes));
-  ASSERT_EQ(got.events_size(), 6);
-  const v1::EventType want_types[] = {
-      v1::EVENT_TYPE_BOOKMARK, v1::EVENT_TYPE_DELETED, v1::EVENT_TYPE_ADDED,
-      v1::EVENT_TYPE_SYNC,     v1::EVENT_TYPE_DELETED, v1::EVENT_TYPE_ADDED};
-  for (int i = 0; i < 6; ++i) {
-    EXPECT_EQ(got.events(i).type(), want_types[i]) << i;
-  }
-  EXPECT_EQ(got.events(1).object().json(), obj.json());
-  EXPECT_EQ(got.events(2).resume_token(), "t5");
-  EXPECT_EQ(got.events(3).resume_token(), "t6");
-  EXPECT_EQ(got.events(5).object().json(), obj.json());
 }
 
 }  // namespace

@@ -22,88 +22,13 @@
 #include "informer/util/clock.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 #include "server/config/informer_registry.h"
+#include "server/watch/watch_options.h"
+#include "server/watch/watch_response_builder.h"
+#include "server/watch/watch_stream_host.h"
 
 namespace server {
 
-// Tuning of Informer.Watch streams.
-struct WatchOptions {
-  // Pending events of one stream at which they start coalescing per object
-  // key (to the difference between what the client was last sent and the
-  // current state).
-  size_t max_queue = 1024;
-  // Hard cap: a stream whose coalesced queue still holds more distinct
-  // object keys than this ends with RESOURCE_EXHAUSTED.
-  size_t max_pending_keys = 65536;
-  // A stream that wrote nothing for this long gets a BOOKMARK.
-  absl::Duration bookmark_interval = absl::Seconds(5);
-  // Events each resource's fan-out keeps so that reconnecting streams can
-  // resume after their last token (0: no history, every resume is a RESET).
-  size_t history_size = 10000;
-  // Adaptive batching: a stream that wrote less than this long ago gathers
-  // its events until the window after that write ends, so a busy stream
-  // sends several events per message (gRPC's per-message cost dominates
-  // fan-out); a stream quiet for longer writes at once. Zero: every event
-  // is written as soon as no write is in flight.
-  absl::Duration batch_window = absl::ZeroDuration();
-  // The window applies only while the hub queues at least this many events
-  // per second for its streams in total (measured over 100 ms periods), so
-  // a lightly loaded sidecar keeps writing every event at once. 0: always.
-  double batch_min_rate = 0;
-};
-
-// The shortest per-stream resync_period a request may ask for.
-inline constexpr absl::Duration kMinStreamResyncPeriod = absl::Seconds(1);
-
-// The status streams end with when the sidecar shuts down.
-inline constexpr char kShuttingDownMessage[] =
-    "sidecar shutting down, resume with your token";
-
-// Builds a serialized informer.v1.WatchResponse from events whose objects
-// were serialized beforehand (as informer.v1.Object messages in refcounted
-// grpc::Slices): the object bytes are shared, not copied, by every
-// response that carries them; only the few per-stream fields (type,
-// resourceVersion, token, flags, length prefixes) are encoded per stream.
-// Fields are written in field-number order, so the bytes equal those of
-// the equivalent WatchResponse's SerializeToString.
-//
-// Not thread-safe; reusable after Finish.
-class WatchResponseBuilder {
- public:
-  struct Event {
-    informer::v1::EventType type = informer::v1::EVENT_TYPE_UNSPECIFIED;
-    // Serialized informer.v1.Object, or null.
-    const grpc::Slice* object = nullptr;
-    const grpc::Slice* old_object = nullptr;
-    absl::string_view resource_version;
-    absl::string_view resume_token;
-    bool initial = false;
-    bool tombstone = false;
-  };
-
-  void Add(const Event& event);
-  // Appends events encoded beforehand (`parts`, from TakeSlices: `events`
-  // whole WatchResponse.events fields), by reference.
-  void AddEncoded(const std::vector<grpc::Slice>& parts, int events);
-  int events() const { return events_; }
-  // The response so far; the builder is empty again afterwards.
-  grpc::ByteBuffer Finish();
-  // The response so far as slices (for AddEncoded); empty again afterwards.
-  std::vector<grpc::Slice> TakeSlices();
-
- private:
-  void FlushSmall();
-
-  std::vector<grpc::Slice> slices_;
-  std::string small_;  // per-stream bytes not yet turned into a slice
-  int events_ = 0;
-};
-
-// Serializes `message` once into a refcounted slice (for
-// WatchResponseBuilder::Event::object).
-grpc::Slice SerializeToSlice(const google::protobuf::MessageLite& message);
-
 class WatchFanout;
-class WatchStreamReactor;
 
 // WatchHub serves Informer.Watch: per informer it registers ONE
 // non-blocking event handler (a WatchFanout) that fans every event out to
@@ -113,8 +38,12 @@ class WatchStreamReactor;
 //
 // A stream sends the current state (ADDED, `initial`), one
 // INITIAL_STATE_DONE, then live events in the informer's order. Each write
-// carries everything queued for the stream at that moment. Objects leaving
-// the filter are sent as DELETED, entering as ADDED. When a stream's queue
+// carries what is queued for the stream at that moment, up to
+// `max_message_bytes` (the rest follows in the next writes; an event
+// larger than that goes alone). Objects entering the filter are sent as
+// ADDED; leaving, as DELETED with their last matching state stamped with
+// the new resourceVersion (as the API server's cacheWatcher does). When a
+// stream's queue
 // reaches `max_queue` its events coalesce per key; past `max_pending_keys`
 // distinct keys the stream ends with RESOURCE_EXHAUSTED.
 //
@@ -125,14 +54,17 @@ class WatchStreamReactor;
 // DELETED with `tombstone`).
 //
 // Resume: every event carries a token (this run's id, the fan-out's epoch
-// and a per-resource sequence number). Each fan-out keeps the last
-// `history_size` events, each with the state its object had before. A
-// stream resuming from sequence S rebuilds what the client held at S
-// (today's state with every key touched after S rolled back to its state
-// at S, through the request's filter), then replays the events after S
-// through the same filter logic as a live stream, so enter/leave events are
-// exact. A token of another run or resource, a malformed one, or one older
-// than the history gets RESET and a fresh initial state.
+// and a per-resource sequence number; initial events and RESET also a
+// position in the snapshot's key order) naming the position right after
+// it. Each fan-out keeps the last `history_size` events, each with the
+// state its object had before. A stream resuming from sequence S replays
+// the events after S through the same filter logic as a live stream, so
+// enter/leave events are exact; resuming inside the initial state of
+// snapshot S first sends the rest of that snapshot (the state at S,
+// rebuilt by rolling every key touched after S back, through the request's
+// filter, keys after the token's) and INITIAL_STATE_DONE. A token of
+// another run or resource, a malformed one, or one older than the history
+// gets RESET and a fresh initial state.
 //
 // Tokens inside a coalesced run (a slow stream's queue collapsed per key)
 // name the position before the run, except the run's last event, which
@@ -159,11 +91,11 @@ class WatchStreamReactor;
 // Thread-safety: Open/Shutdown from any thread. The registry and clock must
 // outlive the hub; every stream must be done (the gRPC server shut down and
 // waited for) before the hub is destroyed.
-class WatchHub {
+class WatchHub : private WatchStreamHost {
  public:
   WatchHub(InformerRegistry* registry, WatchOptions options,
            informer::Clock* clock, std::string run_id);
-  ~WatchHub();
+  ~WatchHub() override;
   WatchHub(const WatchHub&) = delete;
   WatchHub& operator=(const WatchHub&) = delete;
 
@@ -207,9 +139,6 @@ class WatchHub {
   size_t peak_pending() const;
 
  private:
-  friend class WatchFanout;
-  friend class WatchStreamReactor;
-
   // The fan-out of `entry`, created (and its handler registered) on first
   // use, so informers the registry starts later are served too.
   absl::StatusOr<std::shared_ptr<WatchFanout>> FanoutFor(InformerEntry* entry);
@@ -217,30 +146,31 @@ class WatchHub {
   // The registry retires a lazy informer: forget its fan-out.
   void Retire(InformerEntry* entry);
   void EnsureTicker();
-  void WakeTicker();
   void TickLoop();
-  // A stream gathering events (batch_window) asks to be flushed at `due`
-  // (or earlier, with the other waiting streams). Takes only flush_mu_ (a
-  // leaf), so streams call it under their lock.
-  void Defer(WatchStreamReactor* stream, absl::Time due)
-      ABSL_LOCKS_EXCLUDED(flush_mu_);
-  // A finished stream leaves the flush set (before it may be deleted).
-  void Undefer(WatchStreamReactor* stream) ABSL_LOCKS_EXCLUDED(flush_mu_);
   // Flushes every waiting stream once the earliest requested flush is due.
   void FlushLoop();
-  // Waits on the clock for `d` or until the hub stops; true if stopping.
-  bool SleepUnlessStopping(absl::Duration d);
-  // True once Shutdown started (no wait).
-  bool Stopping();
-  void NoteEvent();
-  void NoteWritten(const std::array<uint64_t, 8>& by_type);
-  void NoteCoalesced(uint64_t n);
-  void NoteExhausted();
-  void NotePending(size_t n);
-  // Whether the batching window applies now (see WatchOptions).
-  bool Batching(absl::Time now);
-  void NoteStreams(int delta);
-  void NoteWaiting(int delta);
+
+  // WatchStreamHost.
+  const WatchOptions& options() const override { return options_; }
+  informer::Clock* clock() const override { return clock_; }
+  const std::string& run_id() const override { return run_id_; }
+  bool writes_paused() const override { return paused_.load(); }
+  bool Batching(absl::Time now) override;
+  // Takes only flush_mu_ (a leaf), so streams call it under their lock.
+  void Defer(WatchStreamReactor* stream, absl::Time due) override
+      ABSL_LOCKS_EXCLUDED(flush_mu_);
+  void Undefer(WatchStreamReactor* stream) override
+      ABSL_LOCKS_EXCLUDED(flush_mu_);
+  void NotePending(size_t n) override;
+  void NoteWritten(const std::array<uint64_t, 8>& by_type) override;
+  void NoteCoalesced(uint64_t n) override;
+  void NoteExhausted() override;
+  void NoteEvent() override;
+  void NoteStreams(int delta) override;
+  void NoteWaiting(int delta) override;
+  bool Stopping() override;
+  bool SleepUnlessStopping(absl::Duration d) override;
+  void WakeTicker() override;
 
   InformerRegistry* const registry_;
   const WatchOptions options_;

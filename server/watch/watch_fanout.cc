@@ -1,0 +1,285 @@
+#include "server/watch/watch_fanout.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace server {
+
+WatchFanout::WatchFanout(WatchStreamHost* host,
+                         std::shared_ptr<InformerEntry> entry, uint64_t epoch)
+    : host_(host),
+      entry_holder_(std::move(entry)),
+      entry_(entry_holder_.get()),
+      tokens_(host->run_id(), epoch),
+      epoch_(epoch) {}
+
+WatchFanout::~WatchFanout() {
+  if (waiter_.joinable()) waiter_.join();
+  if (registration_ != nullptr) {
+    absl::Status st = entry_->informer->RemoveEventHandler(registration_);
+    if (!st.ok()) LOG(WARNING) << "removing the watch fan-out: " << st;
+  }
+}
+
+absl::Status WatchFanout::Register() {
+  informer::HandlerOptions options;
+  options.non_blocking = true;
+  absl::StatusOr<informer::HandlerRegistration*> reg =
+      entry_->informer->AddEventHandler(this, options);
+  if (!reg.ok()) return reg.status();
+  registration_ = *reg;
+  return absl::OkStatus();
+}
+
+void WatchFanout::OnAdd(const informer::ObjectPtr& obj, bool) {
+  Dispatch(obj, false, false);
+}
+
+void WatchFanout::OnUpdate(const informer::ObjectPtr&,
+                           const informer::ObjectPtr& obj) {
+  Dispatch(obj, false, false);
+}
+
+void WatchFanout::OnDelete(const informer::ObjectPtr& obj,
+                           bool final_state_unknown) {
+  Dispatch(obj, true, final_state_unknown);
+}
+
+void WatchFanout::Open(WatchStreamReactor* stream) {
+  // Read before taking mu_: the informer holds its own lock while it
+  // calls Dispatch, so asking it anything under mu_ could deadlock. The
+  // markers' resourceVersion is thus a lower bound of the snapshot's.
+  const std::string rv = entry_->informer->LastSyncResourceVersion();
+  const bool synced = entry_->informer->HasSynced();
+  // A stream that waits is told of the informer's sync failures from
+  // now on only (see WaitForSyncThenAttach).
+  const int64_t errors =
+      synced ? 0 : entry_->informer->GetReflectorCounters().errors;
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) {
+    stream->End(absl::UnavailableError(kShuttingDownMessage));
+    return;
+  }
+  // Counted from now on (waiting or attached): a lazy informer with
+  // streams is never retired.
+  entry_->streams.fetch_add(1);
+  // waiter_done_: the sync happened after `synced` was read.
+  if (synced || waiter_done_) {
+    AttachLocked(stream, rv);
+    return;
+  }
+  waiting_.emplace(stream, errors);
+  host_->NoteWaiting(1);
+  if (!waiter_started_) {
+    waiter_started_ = true;
+    waiter_ = std::thread([this] { WaitForSyncThenAttach(); });
+  }
+}
+
+void WatchFanout::Detach(WatchStreamReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  if (streams_.erase(stream) > 0) {
+    entry_->streams.fetch_sub(1);
+    host_->NoteStreams(-1);
+  }
+  if (waiting_.erase(stream) > 0) {
+    entry_->streams.fetch_sub(1);
+    host_->NoteWaiting(-1);
+  }
+}
+
+absl::Time WatchFanout::Tick(absl::Time now) {
+  const std::string rv = entry_->informer->LastSyncResourceVersion();
+  absl::MutexLock lock(&mu_);
+  absl::Time next = absl::InfiniteFuture();
+  for (WatchStreamReactor* s : streams_) {
+    if (s->ResyncDue(now)) s->PushSyncs(now, HeldLocked(*s), seq_);
+    next = std::min(next, s->Tick(now, seq_, rv));
+  }
+  return next;
+}
+
+void WatchFanout::KickAll() {
+  absl::MutexLock lock(&mu_);
+  for (WatchStreamReactor* s : streams_) s->Kick();
+}
+
+size_t WatchFanout::MaxPending() {
+  absl::MutexLock lock(&mu_);
+  size_t max = 0;
+  for (WatchStreamReactor* s : streams_) {
+    max = std::max(max, s->pending_size());
+  }
+  return max;
+}
+
+void WatchFanout::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  for (WatchStreamReactor* s : streams_) {
+    s->End(absl::UnavailableError(kShuttingDownMessage));
+  }
+  for (const auto& [s, errors] : waiting_) {
+    s->End(absl::UnavailableError(kShuttingDownMessage));
+  }
+}
+
+void WatchFanout::Dispatch(const informer::ObjectPtr& obj, bool deleted,
+                           bool tombstone) {
+  auto shared = std::make_shared<const SharedObject>(obj);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = state_.find(shared->key());
+    SharedPtr prev = it == state_.end() ? nullptr : it->second;
+    // Unchanged (the informer's resync, a relist that found the object
+    // as it was): not news for any stream.
+    const bool unchanged = !deleted && Same(prev, shared);
+    if (!unchanged) {
+      const uint64_t seq = ++seq_;
+      if (deleted) {
+        if (it != state_.end()) state_.erase(it);
+      } else if (it != state_.end()) {
+        it->second = shared;
+      } else {
+        state_.emplace(shared->key(), shared);
+      }
+      auto ev = std::make_shared<const FanoutEvent>(
+          seq, std::move(shared), std::move(prev), deleted, tombstone,
+          tokens_.Encode(seq));
+      for (WatchStreamReactor* s : streams_) s->Apply(ev);
+      const size_t history_size = host_->options().history_size;
+      if (history_size > 0) {
+        history_.push_back(std::move(ev));
+        while (history_.size() > history_size) history_.pop_front();
+      }
+    }
+  }
+  host_->NoteEvent();
+}
+
+std::vector<SharedPtr> WatchFanout::HeldLocked(
+    const WatchStreamReactor& stream) const {
+  std::vector<SharedPtr> objs;
+  for (const auto& [key, obj] : state_) {
+    if (stream.Holds(obj)) objs.push_back(obj);
+  }
+  std::sort(objs.begin(), objs.end(),
+            [](const SharedPtr& a, const SharedPtr& b) {
+              return a->key() < b->key();
+            });
+  return objs;
+}
+
+bool WatchFanout::CoversLocked(uint64_t seq) const {
+  if (seq > seq_) return false;
+  if (seq == seq_) return true;
+  return !history_.empty() && history_.front()->seq() <= seq + 1;
+}
+
+void WatchFanout::AttachLocked(WatchStreamReactor* stream,
+                               const std::string& rv) {
+  streams_.insert(stream);
+  host_->NoteStreams(1);
+  const WatchStart& start = stream->start();
+  bool reset = start.reset;
+  if (start.resume) {
+    if (CoversLocked(start.seq)) {
+      // The client holds its view at `seq` (inside an initial state: the
+      // snapshot's objects up to a key, so it gets the rest first); the
+      // events after it, replayed through the stream's filter, bring it to
+      // now (with the exact enter/leave events, as the stream decides
+      // those from each event's before and after states).
+      if (start.in_snapshot) {
+        stream->StartLocked(&tokens_,
+                            SnapshotRestLocked(*stream, start.seq,
+                                               start.after_key),
+                            /*reset=*/false, start.seq, rv);
+      } else {
+        stream->ResumeLocked(&tokens_, start.seq);
+      }
+      for (const EventPtr& ev : history_) {
+        if (ev->seq() > start.seq) stream->Apply(ev);
+      }
+      return;
+    }
+    VLOG(1) << "watch on " << entry_->config.resource << ": token at "
+            << start.seq << " is outside the history (now " << seq_
+            << "): RESET";
+    reset = true;
+  }
+  stream->StartLocked(&tokens_, HeldLocked(*stream), reset, seq_, rv);
+}
+
+std::vector<SharedPtr> WatchFanout::SnapshotRestLocked(
+    const WatchStreamReactor& stream, uint64_t seq,
+    absl::string_view after_key) const {
+  // The state at `seq`: today's, with every key an event after `seq`
+  // touched rolled back to its state before the first such event.
+  absl::flat_hash_map<absl::string_view, SharedPtr> rolled_back;
+  for (const EventPtr& ev : history_) {
+    if (ev->seq() > seq) rolled_back.try_emplace(ev->key(), ev->prev());
+  }
+  std::vector<SharedPtr> objs;
+  for (const auto& [key, obj] : state_) {
+    if (key > after_key && !rolled_back.contains(key) && stream.Holds(obj)) {
+      objs.push_back(obj);
+    }
+  }
+  for (const auto& [key, obj] : rolled_back) {
+    if (key > after_key && stream.Holds(obj)) objs.push_back(obj);
+  }
+  std::sort(objs.begin(), objs.end(),
+            [](const SharedPtr& a, const SharedPtr& b) {
+              return a->key() < b->key();
+            });
+  return objs;
+}
+
+void WatchFanout::EndRefusedWaiters(const absl::Status& refused) {
+  const int64_t errors = entry_->informer->GetReflectorCounters().errors;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [s, errors_at_open] : waiting_) {
+    if (errors <= errors_at_open) continue;
+    s->End(absl::UnavailableError(absl::StrCat(
+        "the informer of \"", entry_->config.resource,
+        "\" cannot sync: ", refused.message(),
+        "; the sidecar keeps retrying, retry the Watch later")));
+  }
+}
+
+void WatchFanout::WaitForSyncThenAttach() {
+  // The bounded waits (on the informer's clock) let this thread notice
+  // the hub stopping and the API server refusing the informer.
+  while (!entry_->informer->WaitForSync(absl::Seconds(1))) {
+    if (host_->Stopping()) return;
+    // Never a silently hung Watch: when the API server refuses the
+    // informer for good (RBAC, credentials, a resource gone), the streams
+    // that saw it fail since they began waiting end with the reason; they
+    // may come back later, while the informer keeps retrying. A stream
+    // that began waiting after the failure waits for the next attempt,
+    // which may succeed (someone fixed RBAC) or tell it a fresh reason.
+    const absl::Status refused = PersistentSyncError(*entry_);
+    if (!refused.ok()) EndRefusedWaiters(refused);
+    // A stopped informer never syncs, and WaitForSync returns at once:
+    // pace the loop until the hub stops too.
+    if (entry_->informer->IsStopped() &&
+        host_->SleepUnlessStopping(absl::Milliseconds(100))) {
+      return;
+    }
+  }
+  const std::string rv = entry_->informer->LastSyncResourceVersion();
+  absl::MutexLock lock(&mu_);
+  for (const auto& [s, errors] : waiting_) {
+    host_->NoteWaiting(-1);
+    AttachLocked(s, rv);
+  }
+  waiting_.clear();
+  waiter_done_ = true;
+  host_->WakeTicker();
+}
+
+}  // namespace server
