@@ -86,5 +86,40 @@ absl::StatusOr<KubeApiServer::Options> KubeApiOptionsFromFlags() {
   return o;
 }
 
+absl::StatusOr<std::vector<informer::client::ApiResource>> ResourcesOf(
+    const InformerRegistry& registry, informer::client::Discovery* discovery) {
+  std::vector<informer::client::ApiResource> out;
+  for (const std::string& name : registry.ResourceNames()) {
+    absl::StatusOr<informer::client::ApiResource> r = discovery->Resolve(name);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("kube API facade: resource ", name,
+                                       ": ", r.status().message()));
+    }
+    out.push_back(*std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<KubeApiServer>> StartKubeApiFromFlags(
+    InformerRegistry* registry, informer::client::Discovery* discovery,
+    const Authorizer* authorizer, metrics::Registry* metrics) {
+  if (!KubeApiEnabled()) return std::unique_ptr<KubeApiServer>();
+  absl::StatusOr<KubeApiServer::Options> options = KubeApiOptionsFromFlags();
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::vector<informer::client::ApiResource>> resources =
+      ResourcesOf(*registry, discovery);
+  if (!resources.ok()) return resources.status();
+  options->registry = registry;
+  options->resources = *std::move(resources);
+  options->authorizer = authorizer;
+  options->metrics = metrics;
+  absl::StatusOr<std::unique_ptr<KubeApiServer>> server =
+      KubeApiServer::Create(*std::move(options));
+  if (!server.ok()) return server.status();
+  if (absl::Status st = (*server)->Start(); !st.ok()) return st;
+  return server;
+}
+
 }  // namespace kubeapi
 }  // namespace server

@@ -19,7 +19,12 @@ ABSL_DECLARE_FLAG(std::string, kube_api_tls_key_file);
 ABSL_DECLARE_FLAG(std::string, kube_api_tls_client_ca_file);
 ABSL_DECLARE_FLAG(int64_t, kube_api_history);
 ABSL_DECLARE_FLAG(std::string, kube_api_advertised_address);
+#include <memory>
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "informer/client/discovery.h"
+#include "server/config/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
 
 namespace server {
@@ -33,6 +38,19 @@ bool KubeApiEnabled();
 // listen address, half a TLS key pair, a client CA without a key pair, a
 // history below 1, or a TLS file that cannot be read.
 absl::StatusOr<KubeApiServer::Options> KubeApiOptionsFromFlags();
+
+// The configured resources of `registry` as `discovery` describes them
+// (kind, scope, group version, short names), for Options::resources.
+absl::StatusOr<std::vector<informer::client::ApiResource>> ResourcesOf(
+    const InformerRegistry& registry, informer::client::Discovery* discovery);
+
+// The sidecar's wiring in one call: null when --kube_api_listen is unset;
+// otherwise a started facade over every configured resource of `registry`
+// (discovery resolves them), with the gRPC side's authorizer (may be null)
+// and metrics registry (may be null). Errors name the flag or resource.
+absl::StatusOr<std::unique_ptr<KubeApiServer>> StartKubeApiFromFlags(
+    InformerRegistry* registry, informer::client::Discovery* discovery,
+    const Authorizer* authorizer, metrics::Registry* metrics);
 
 }  // namespace kubeapi
 }  // namespace server
