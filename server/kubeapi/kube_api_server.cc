@@ -305,6 +305,18 @@ void KubeApiServer::Shutdown() {
   base_ = nullptr;
 }
 
+bool KubeApiServer::WaitForSync(absl::Duration timeout) const {
+  for (const auto& s : served_) {
+    if (!s->ref->informer->WaitForSync(timeout)) return false;
+    if (s->registration == nullptr) return false;
+    // A non-blocking handler has seen the initial state once the informer
+    // synced; WaitIdle covers the queued case too.
+    s->registration->WaitIdle();
+    if (!s->registration->HasSynced()) return false;
+  }
+  return true;
+}
+
 void KubeApiServer::Wake() {
   // Thread-safe (evthread_use_pthreads): runs OnWake on the loop thread.
   event_active(wake_, EV_READ, 0);

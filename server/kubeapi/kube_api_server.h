@@ -116,6 +116,10 @@ class KubeApiServer {
   // Ends every watch and connection and stops. Idempotent.
   void Shutdown();
 
+  // Waits until every served informer has synced and its initial state
+  // reached the facade; false on timeout.
+  bool WaitForSync(absl::Duration timeout) const;
+
   int port() const { return port_.load(); }
   int open_watches() const { return open_watches_.load(); }
 
