@@ -58,6 +58,7 @@ struct KubeApiServer::Parked {
   event* timer = nullptr;
   KubeApiServer* server = nullptr;
   bool done = false;
+  ParkedHandle handle;
 };
 
 struct KubeApiServer::Watcher {

@@ -17,8 +17,13 @@ namespace kubeapi {
 namespace {
 
 void OnParkedClosed(evhttp_connection* /*conn*/, void* arg) {
-  // The client left: the request is being freed; answer nothing.
-  *static_cast<bool*>(arg) = true;
+  // The client left: answer nothing. libevent leaves an unanswered request
+  // it detached from the closed connection to us to free.
+  auto* p = static_cast<KubeApiServer::ParkedHandle*>(arg);
+  *p->done = true;
+  if (evhttp_request_get_connection(p->req) == nullptr) {
+    evhttp_request_free(p->req);
+  }
 }
 
 }  // namespace
@@ -66,8 +71,10 @@ bool KubeApiServer::HandleList(Request& r) {
           parked.get());
       timeval tv = absl::ToTimeval(options_.not_older_than_wait);
       evtimer_add(parked->timer, &tv);
+      parked->handle.done = &parked->done;
+      parked->handle.req = r.req;
       evhttp_connection_set_closecb(evhttp_request_get_connection(r.req),
-                                    &OnParkedClosed, &parked->done);
+                                    &OnParkedClosed, &parked->handle);
       parked_.push_back(std::move(parked));
       return false;
     }

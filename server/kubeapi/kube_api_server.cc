@@ -290,6 +290,13 @@ void KubeApiServer::Shutdown() {
           }
           for (auto& p : self->parked_) {
             if (p->timer != nullptr) event_free(p->timer);
+            // Its connection (closed by evhttp_free below) must not call
+            // back into the freed entry.
+            if (!p->done) {
+              evhttp_connection_set_closecb(
+                  evhttp_request_get_connection(p->request.req), nullptr,
+                  nullptr);
+            }
           }
           self->parked_.clear();
           event_base_loopexit(self->base_, nullptr);

@@ -129,6 +129,15 @@ class KubeApiServer {
   struct Parked;
   struct Request;
 
+ public:
+  // For the close callback of a parked list (internal).
+  struct ParkedHandle {
+    bool* done = nullptr;
+    evhttp_request* req = nullptr;
+  };
+
+ private:
+
   explicit KubeApiServer(Options options);
 
   // Loop thread.

@@ -225,6 +225,12 @@ void KubeApiServer::DropWatcher(Watcher* w) {
 
 void KubeApiServer::OnWatchClosed(evhttp_connection* /*conn*/, void* arg) {
   auto* w = static_cast<Watcher*>(arg);
+  // When the client goes away mid-stream, libevent detaches the unfinished
+  // request from its connection and leaves it to us: ending it frees it. A
+  // request still attached is freed with its connection.
+  if (evhttp_request_get_connection(w->req) == nullptr) {
+    evhttp_send_reply_end(w->req);
+  }
   w->server->DropWatcher(w);
 }
 
