@@ -45,6 +45,7 @@
 #include "server/ops/grpc_metrics_interceptor.h"
 #include "server/ops/http_server.h"
 #include "server/config/informer_registry.h"
+#include "server/kubeapi/kube_api_flags.h"
 #include "server/ops/malloc_tuning.h"
 #include "server/config/resource_resolver.h"
 #include "server/config/sidecar_config.h"
@@ -732,6 +733,12 @@ int Run() {
     LOG(ERROR) << "informer_sidecar: " << st;
     return 1;
   }
+  auto kube_api = server::kubeapi::StartKubeApiFromFlags(
+      registry->get(), client->discovery(), authorizer.get(), &metrics);
+  if (!kube_api.ok()) {
+    LOG(ERROR) << "informer_sidecar: " << kube_api.status().message();
+    return 1;
+  }
 
   // Lazy informers: their resource names turn SERVING when they synced and
   // NOT_SERVING when stopped for idleness (they never gate the overall
@@ -780,6 +787,7 @@ int Run() {
   events.reset();
   LOG(INFO) << "informer_sidecar: events flushed";
   workqueues.reset();  // removes its handlers from the informers
+  kube_api->reset();  // its handlers and informer leases, before the registry
   (*registry)->Stop();
   registry->reset();
   LOG(INFO) << "informer_sidecar: informers stopped";
