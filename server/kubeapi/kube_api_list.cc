@@ -47,35 +47,7 @@ bool KubeApiServer::HandleList(Request& r) {
     int64_t current = s->cache->resource_version();
     if (o.rv > current) {
       // Wait (parked, on this thread's event loop) for the cache.
-      auto parked = std::make_unique<Parked>();
-      parked->request = r;
-      parked->want_rv = o.rv;
-      parked->server = this;
-      parked->timer = evtimer_new(
-          base_,
-          [](int, short, void* arg) {
-            auto* p = static_cast<Parked*>(arg);
-            if (!p->done) {
-              p->done = true;
-              evhttp_connection_set_closecb(
-                  evhttp_request_get_connection(p->request.req), nullptr,
-                  nullptr);
-              p->server->ReplyStatus(
-                  p->request.req, p->request.served, p->request.verb,
-                  TooLargeResourceVersionStatus(
-                      p->want_rv,
-                      p->request.served->cache->resource_version()));
-            }
-            p->server->RetryParked();  // frees it
-          },
-          parked.get());
-      timeval tv = absl::ToTimeval(options_.not_older_than_wait);
-      evtimer_add(parked->timer, &tv);
-      parked->handle.done = &parked->done;
-      parked->handle.req = r.req;
-      evhttp_connection_set_closecb(evhttp_request_get_connection(r.req),
-                                    &OnParkedClosed, &parked->handle);
-      parked_.push_back(std::move(parked));
+      Park(r, o.rv, options_.not_older_than_wait);
       return false;
     }
     if (exact) rv = o.rv;
@@ -140,16 +112,52 @@ bool KubeApiServer::HandleList(Request& r) {
   return true;
 }
 
+void KubeApiServer::Park(Request& r, int64_t want_rv, absl::Duration wait) {
+  auto parked = std::make_unique<Parked>();
+  parked->request = r;
+  parked->want_rv = want_rv;
+  parked->server = this;
+  parked->timer = evtimer_new(
+      base_,
+      [](int, short, void* arg) {
+        auto* p = static_cast<Parked*>(arg);
+        if (!p->done) {
+          p->done = true;
+          evhttp_connection_set_closecb(
+              evhttp_request_get_connection(p->request.req), nullptr, nullptr);
+          Served* s = p->request.served;
+          p->server->ReplyStatus(
+              p->request.req, s, p->request.verb,
+              p->want_rv == kWaitForSync
+                  ? NotReadyStatus(s->name)
+                  : TooLargeResourceVersionStatus(
+                        p->want_rv, s->cache->resource_version()));
+        }
+        p->server->RetryParked();  // frees it
+      },
+      parked.get());
+  timeval tv = absl::ToTimeval(wait);
+  evtimer_add(parked->timer, &tv);
+  parked->handle.done = &parked->done;
+  parked->handle.req = r.req;
+  evhttp_connection_set_closecb(evhttp_request_get_connection(r.req),
+                                &OnParkedClosed, &parked->handle);
+  parked_.push_back(std::move(parked));
+}
+
 void KubeApiServer::RetryParked() {
   std::vector<std::unique_ptr<Parked>> waiting;
   waiting.swap(parked_);
   for (auto& p : waiting) {
-    if (!p->done &&
-        p->request.served->cache->resource_version() >= p->want_rv) {
+    Served* s = p->request.served;
+    bool ready = p->want_rv == kWaitForSync
+                     ? s->registration->HasSynced()
+                     : s->cache->resource_version() >= p->want_rv;
+    if (!p->done && ready) {
       p->done = true;
       evhttp_connection_set_closecb(
           evhttp_request_get_connection(p->request.req), nullptr, nullptr);
-      HandleList(p->request);
+      Dispatch(p->request);
     }
     if (p->done) {
       event_free(p->timer);

@@ -263,6 +263,16 @@ absl::Status KubeApiServer::Start() {
     if (!reg.ok()) return reg.status();
     s->registration = *reg;
   }
+  // Requests waiting for a cache to sync are re-checked on this tick (a
+  // sync is no change the caches report).
+  tick_ = event_new(base_, -1, EV_PERSIST,
+                    [](int, short, void* self) {
+                      auto* s = static_cast<KubeApiServer*>(self);
+                      if (!s->parked_.empty()) s->RetryParked();
+                    },
+                    this);
+  timeval tick = DurationToTimeval(absl::Milliseconds(50));
+  event_add(tick_, &tick);
   loop_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
   LOG(INFO) << "Kubernetes API facade serving " << served_.size()
             << " resources on " << (ssl_ctx_ ? "https://" : "http://")
@@ -306,6 +316,8 @@ void KubeApiServer::Shutdown() {
   }
   if (http_ != nullptr) evhttp_free(http_);
   if (wake_ != nullptr) event_free(wake_);
+  if (tick_ != nullptr) event_free(tick_);
+  tick_ = nullptr;
   if (base_ != nullptr) event_base_free(base_);
   http_ = nullptr;
   wake_ = nullptr;
@@ -545,9 +557,15 @@ void KubeApiServer::HandleResource(Request& r) {
     return;
   }
   if (!s->registration->HasSynced()) {
-    ReplyStatus(req, s, r.verb, NotReadyStatus(s->name));
+    // As the API server's watch cache, requests wait for the cache to be
+    // initialised (a 503 after `sync_wait`).
+    Park(r, kWaitForSync, options_.sync_wait);
     return;
   }
+  Dispatch(r);
+}
+
+void KubeApiServer::Dispatch(Request& r) {
   if (r.verb == "get") {
     HandleGet(r);
   } else if (r.verb == "watch") {

@@ -96,6 +96,9 @@ class KubeApiServer {
     absl::Duration bookmark_interval = absl::Minutes(1);
     // How long a list at a resourceVersion the cache has not reached waits.
     absl::Duration not_older_than_wait = absl::Seconds(3);
+    // How long a request waits for a cache that has not synced yet (then
+    // 503 with Retry-After).
+    absl::Duration sync_wait = absl::Seconds(60);
     // A connection idle (nothing to read or write) this long is closed.
     absl::Duration idle_timeout = absl::Hours(1);
     size_t watch_buffer_limit = 1 << 20;
@@ -145,6 +148,12 @@ class KubeApiServer {
   static void OnWake(int fd, short what, void* self);
   void Handle(evhttp_request* req);
   void HandleResource(Request& r);
+  // Serves an authorised get, list or watch on a synced cache.
+  void Dispatch(Request& r);
+  // Answers `r` later: once the cache reaches `want_rv` (kWaitForSync: once
+  // it has synced), or with 504/503 after `wait`.
+  static constexpr int64_t kWaitForSync = -1;
+  void Park(Request& r, int64_t want_rv, absl::Duration wait);
   void HandleGet(Request& r);
   // False when the request was parked (answered later).
   bool HandleList(Request& r);
@@ -183,6 +192,7 @@ class KubeApiServer {
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   event* wake_ = nullptr;
+  event* tick_ = nullptr;
   ssl_ctx_st* ssl_ctx_ = nullptr;
   std::thread loop_;
   bool started_ = false;

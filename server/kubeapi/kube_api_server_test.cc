@@ -68,6 +68,9 @@ class KubeApiServerTest : public ::testing::Test {
           for (auto& [ns, name, node] : seed_) {
             (void)s->Add(ns, name, {{"app", name.substr(0, 1)}}, node);
           }
+          if (fail_lists_ > 0) {
+            s->FailLists(fail_lists_, absl::UnavailableError("upstream down"));
+          }
           return s;
         });
     ASSERT_TRUE(registry.ok()) << registry.status();
@@ -81,7 +84,7 @@ class KubeApiServerTest : public ::testing::Test {
     server_ = *std::move(server);
     ASSERT_TRUE(server_->Start().ok());
     ASSERT_TRUE(registry_->Start().ok());
-    ASSERT_TRUE(server_->WaitForSync(absl::Seconds(30)));
+    if (fail_lists_ == 0) ASSERT_TRUE(server_->WaitForSync(absl::Seconds(30)));
   }
 
   void TearDown() override {
@@ -110,6 +113,7 @@ class KubeApiServerTest : public ::testing::Test {
 
   std::vector<std::tuple<std::string, std::string, std::string>> seed_ = {
       {"a", "a1", "n1"}, {"a", "a2", "n2"}, {"a", "b3", "n1"}, {"b", "a4", ""}};
+  int fail_lists_ = 0;
   metrics::Registry metrics_;
   FakeSource* source_ = nullptr;
   std::unique_ptr<InformerRegistry> registry_;
@@ -319,6 +323,28 @@ TEST_F(KubeApiServerTest, ResourceVersionSemantics) {
   // Invalid combinations are the API server's 422.
   SimpleResponse invalid = Get("/api/v1/pods?resourceVersionMatch=Exact");
   EXPECT_EQ(invalid.code, 422);
+}
+
+TEST_F(KubeApiServerTest, RequestsWaitForTheFirstSync) {
+  fail_lists_ = 1;  // the informer's first list fails; it retries
+  StartAll();
+  SimpleResponse r = Get("/api/v1/namespaces/b/pods");
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("name":"a4")"), std::string::npos);
+  EXPECT_EQ(Get("/readyz").code, 200);
+}
+
+TEST_F(KubeApiServerTest, ACacheThatNeverSyncsIs503) {
+  fail_lists_ = 1000000;
+  KubeApiServer::Options o;
+  o.sync_wait = absl::Milliseconds(200);
+  StartAll(o);
+  SimpleResponse r = Get("/api/v1/pods?watch=1");
+  EXPECT_EQ(r.code, 503);
+  EXPECT_EQ(r.body, NotReadyStatus("pods").Render());
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  EXPECT_EQ(Get("/readyz").code, 500);
+  EXPECT_EQ(Get("/healthz").code, 200);
 }
 
 TEST_F(KubeApiServerTest, WritesAre405) {
