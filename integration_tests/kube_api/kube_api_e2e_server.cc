@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_tokens_file).empty()) {
     authorizer = server::Authorizer::AllowAll(ao);
   } else {
-    auto loaded =
-        server::Authorizer::FromTokensFile(absl::GetFlag(FLAGS_tokens_file), ao);
+    auto loaded = server::Authorizer::FromTokensFile(
+        absl::GetFlag(FLAGS_tokens_file), ao);
     if (!loaded.ok()) {
       std::cerr << loaded.status() << "\n";
       return 1;

@@ -16,15 +16,28 @@ std::string JsonQuote(absl::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '<': case '>': case '&':
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '<':
+      case '>':
+      case '&':
         absl::StrAppendFormat(&out, "\\u%04x", c);
         continue;
-      default: break;
+      default:
+        break;
     }
     if (c < 0x20) {
       absl::StrAppendFormat(&out, "\\u%04x", c);
@@ -51,8 +64,10 @@ std::string ApiStatus::Render() const {
     absl::StrAppend(&out, R"("continue":)", JsonQuote(continue_token));
   }
   absl::StrAppend(&out, R"(},"status":"Failure")");
-  if (!message.empty()) absl::StrAppend(&out, R"(,"message":)", JsonQuote(message));
-  if (!reason.empty()) absl::StrAppend(&out, R"(,"reason":)", JsonQuote(reason));
+  if (!message.empty())
+    absl::StrAppend(&out, R"(,"message":)", JsonQuote(message));
+  if (!reason.empty())
+    absl::StrAppend(&out, R"(,"reason":)", JsonQuote(reason));
   bool has_details = !details_name.empty() || !details_group.empty() ||
                      !details_kind.empty() || !causes.empty() ||
                      retry_after_seconds != 0;
@@ -103,8 +118,8 @@ ApiStatus NotFoundStatus(absl::string_view resource, absl::string_view group,
   ApiStatus s;
   s.code = 404;
   s.reason = "NotFound";
-  s.message = absl::StrCat(Qualified(resource, group), " \"", name,
-                           "\" not found");
+  s.message =
+      absl::StrCat(Qualified(resource, group), " \"", name, "\" not found");
   s.details_name = std::string(name);
   s.details_group = std::string(group);
   s.details_kind = std::string(resource);
@@ -145,12 +160,11 @@ ApiStatus ForbiddenStatus(absl::string_view user, absl::string_view verb,
   s.reason = "Forbidden";
   std::string subject = Qualified(resource, group);
   if (!name.empty()) absl::StrAppend(&subject, " \"", name, "\"");
-  s.message = absl::StrCat(subject, " is forbidden: User \"", user,
-                           "\" cannot ", verb, " resource \"", resource,
-                           "\" in API group \"", group, "\"",
-                           ns.empty() ? " at the cluster scope"
-                                      : absl::StrCat(" in the namespace \"",
-                                                     ns, "\""));
+  s.message =
+      absl::StrCat(subject, " is forbidden: User \"", user, "\" cannot ", verb,
+                   " resource \"", resource, "\" in API group \"", group, "\"",
+                   ns.empty() ? " at the cluster scope"
+                              : absl::StrCat(" in the namespace \"", ns, "\""));
   if (!why.empty()) absl::StrAppend(&s.message, ": ", why);
   s.details_name = std::string(name);
   s.details_group = std::string(group);
@@ -212,8 +226,8 @@ ApiStatus TooLargeResourceVersionStatus(int64_t requested, int64_t current) {
   s.reason = "Timeout";
   s.message = absl::StrCat("Timeout: Too large resource version: ", requested,
                            ", current: ", current);
-  s.causes.push_back({"ResourceVersionTooLarge", "Too large resource version",
-                      ""});
+  s.causes.push_back(
+      {"ResourceVersionTooLarge", "Too large resource version", ""});
   s.retry_after_seconds = 1;
   return s;
 }

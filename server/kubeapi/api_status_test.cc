@@ -17,7 +17,8 @@ TEST(ApiStatusTest, NotFoundIsTheApiServersBytes) {
 }
 
 TEST(ApiStatusTest, UnknownResourceIsTheApiServersBytes) {
-  EXPECT_EQ(UnknownPathStatus().Render(), CaptureBody("error-404-resource.txt"));
+  EXPECT_EQ(UnknownPathStatus().Render(),
+            CaptureBody("error-404-resource.txt"));
 }
 
 TEST(ApiStatusTest, UnauthorizedIsTheApiServersBytes) {
@@ -31,10 +32,11 @@ TEST(ApiStatusTest, ForbiddenIsTheApiServersBytes) {
 }
 
 TEST(ApiStatusTest, ForbiddenAtClusterScopeAndWithAName) {
-  EXPECT_EQ(ForbiddenStatus("u", "get", "deployments", "apps", "", "d1").message,
-            "deployments.apps \"d1\" is forbidden: User \"u\" cannot get "
-            "resource \"deployments\" in API group \"apps\" at the cluster "
-            "scope");
+  EXPECT_EQ(
+      ForbiddenStatus("u", "get", "deployments", "apps", "", "d1").message,
+      "deployments.apps \"d1\" is forbidden: User \"u\" cannot get "
+      "resource \"deployments\" in API group \"apps\" at the cluster "
+      "scope");
 }
 
 TEST(ApiStatusTest, ContinueExpiredIsTheApiServersBytes) {
@@ -78,10 +80,12 @@ TEST(JsonQuoteTest, EscapesLikeGo) {
 }
 
 TEST(BodyAfterTypeMetaTest, StripsKindAndApiVersionInEitherOrder) {
-  EXPECT_EQ(BodyAfterTypeMeta(R"({"kind":"Pod","apiVersion":"v1","metadata":{}})"),
-            R"("metadata":{}})");
-  EXPECT_EQ(BodyAfterTypeMeta(R"({"apiVersion":"v1","kind":"Pod","metadata":{}})"),
-            R"("metadata":{}})");
+  EXPECT_EQ(
+      BodyAfterTypeMeta(R"({"kind":"Pod","apiVersion":"v1","metadata":{}})"),
+      R"("metadata":{}})");
+  EXPECT_EQ(
+      BodyAfterTypeMeta(R"({"apiVersion":"v1","kind":"Pod","metadata":{}})"),
+      R"("metadata":{}})");
   EXPECT_EQ(BodyAfterTypeMeta(R"({"metadata":{"name":"x"}})"),
             R"("metadata":{"name":"x"}})");
   EXPECT_EQ(BodyAfterTypeMeta(R"({"kind":"Pod"})"), "}");

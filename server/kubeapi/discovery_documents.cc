@@ -32,9 +32,8 @@ std::string GroupJson(const std::vector<ApiResource>& resources,
                       absl::string_view group) {
   std::vector<std::string> versions;
   for (const ApiResource& r : resources) {
-    if (r.group == group &&
-        std::find(versions.begin(), versions.end(), r.version) ==
-            versions.end()) {
+    if (r.group == group && std::find(versions.begin(), versions.end(),
+                                      r.version) == versions.end()) {
       versions.push_back(r.version);
     }
   }
@@ -42,8 +41,8 @@ std::string GroupJson(const std::vector<ApiResource>& resources,
   for (const std::string& v : versions) {
     absl::StrAppend(&list, list.empty() ? "" : ",", GroupVersionJson(group, v));
   }
-  return absl::StrCat(R"({"name":)", JsonQuote(group), R"(,"versions":[)",
-                      list, R"(],"preferredVersion":)",
+  return absl::StrCat(R"({"name":)", JsonQuote(group), R"(,"versions":[)", list,
+                      R"(],"preferredVersion":)",
                       GroupVersionJson(group, versions.front()), "}");
 }
 
@@ -111,8 +110,8 @@ absl::optional<std::string> ApiResourceListDocument(
     absl::StrAppend(&list, list.empty() ? "" : ",", one, "}");
   }
   // The API server writes apiVersion for named groups only.
-  std::string gv = group.empty() ? std::string(version)
-                                 : absl::StrCat(group, "/", version);
+  std::string gv =
+      group.empty() ? std::string(version) : absl::StrCat(group, "/", version);
   return absl::StrCat(R"({"kind":"APIResourceList",)",
                       group.empty() ? "" : R"("apiVersion":"v1",)",
                       R"("groupVersion":)", JsonQuote(gv), R"(,"resources":[)",

@@ -52,7 +52,8 @@ TEST(DiscoveryDocumentsTest, GroupListHasTheServedGroupsInTheApiServersForm) {
 // types; kubectl accepts both).
 TEST(DiscoveryDocumentsTest, CoreResourceListServesReadVerbsOnly) {
   std::vector<ApiResource> resources = Captured();
-  absl::optional<std::string> doc = ApiResourceListDocument(resources, "", "v1");
+  absl::optional<std::string> doc =
+      ApiResourceListDocument(resources, "", "v1");
   ASSERT_TRUE(doc.has_value());
   EXPECT_EQ(
       *doc,
@@ -70,14 +71,16 @@ TEST(DiscoveryDocumentsTest, GroupResourceListAndUnknownGroups) {
   absl::optional<std::string> doc =
       ApiResourceListDocument(resources, "apps", "v1");
   ASSERT_TRUE(doc.has_value());
-  EXPECT_EQ(doc->rfind(
-                R"({"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apps/v1","resources":[{"name":"deployments",)",
-                0),
-            0u);
+  EXPECT_EQ(
+      doc->rfind(
+          R"({"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apps/v1","resources":[{"name":"deployments",)",
+          0),
+      0u);
   EXPECT_FALSE(ApiResourceListDocument(resources, "batch", "v1").has_value());
   EXPECT_FALSE(ApiGroupDocument(resources, "batch").has_value());
-  EXPECT_EQ(*ApiGroupDocument(resources, "apps"),
-            R"({"kind":"APIGroup","apiVersion":"v1","name":"apps","versions":[{"groupVersion":"apps/v1","version":"v1"}],"preferredVersion":{"groupVersion":"apps/v1","version":"v1"}})");
+  EXPECT_EQ(
+      *ApiGroupDocument(resources, "apps"),
+      R"({"kind":"APIGroup","apiVersion":"v1","name":"apps","versions":[{"groupVersion":"apps/v1","version":"v1"}],"preferredVersion":{"groupVersion":"apps/v1","version":"v1"}})");
   // /api/v1 exists even with no core resource served.
   EXPECT_TRUE(ApiResourceListDocument({}, "", "v1").has_value());
 }
@@ -89,8 +92,10 @@ TEST(DiscoveryDocumentsTest, ClientsParseWhatWeServe) {
   ASSERT_TRUE(parsed.ok());
   ASSERT_EQ(parsed->size(), 2u);
   EXPECT_EQ((*parsed)[1].kind, "Pod");
-  EXPECT_EQ((*parsed)[1].verbs, (std::vector<std::string>{"get", "list", "watch"}));
-  auto groups = informer::client::ParseApiGroupList(ApiGroupListDocument(resources));
+  EXPECT_EQ((*parsed)[1].verbs,
+            (std::vector<std::string>{"get", "list", "watch"}));
+  auto groups =
+      informer::client::ParseApiGroupList(ApiGroupListDocument(resources));
   ASSERT_TRUE(groups.ok());
   EXPECT_EQ((*groups)[0].name, "apps");
 }

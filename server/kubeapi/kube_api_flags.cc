@@ -55,9 +55,9 @@ absl::StatusOr<KubeApiServer::Options> KubeApiOptionsFromFlags() {
   if (colon == std::string::npos || colon == 0 ||
       !absl::SimpleAtoi(o.listen.substr(colon + 1), &port) || port < 0 ||
       port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kube_api_listen=", o.listen,
-        ": expected HOST:PORT, e.g. 127.0.0.1:8001"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kube_api_listen=", o.listen,
+                     ": expected HOST:PORT, e.g. 127.0.0.1:8001"));
   }
   if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
     return absl::InvalidArgumentError(
@@ -79,8 +79,8 @@ absl::StatusOr<KubeApiServer::Options> KubeApiOptionsFromFlags() {
   }
   int64_t history = absl::GetFlag(FLAGS_kube_api_history);
   if (history < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kube_api_history=", history, ": must be at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kube_api_history=", history, ": must be at least 1"));
   }
   o.history_limit = static_cast<size_t>(history);
   return o;
@@ -93,8 +93,8 @@ absl::StatusOr<std::vector<informer::client::ApiResource>> ResourcesOf(
     absl::StatusOr<informer::client::ApiResource> r = discovery->Resolve(name);
     if (!r.ok()) {
       return absl::Status(r.status().code(),
-                          absl::StrCat("kube API facade: resource ", name,
-                                       ": ", r.status().message()));
+                          absl::StrCat("kube API facade: resource ", name, ": ",
+                                       r.status().message()));
     }
     out.push_back(*std::move(r));
   }

@@ -43,13 +43,15 @@ TEST_F(KubeApiFlagsTest, BadValuesNameTheFlag) {
     absl::SetFlag(&FLAGS_kube_api_listen, bad);
     auto o = KubeApiOptionsFromFlags();
     ASSERT_FALSE(o.ok()) << bad;
-    EXPECT_NE(o.status().message().find("--kube_api_listen"), std::string::npos);
+    EXPECT_NE(o.status().message().find("--kube_api_listen"),
+              std::string::npos);
   }
   absl::SetFlag(&FLAGS_kube_api_listen, "[::1]:8001");
   EXPECT_TRUE(KubeApiOptionsFromFlags().ok());
   absl::SetFlag(&FLAGS_kube_api_history, 0);
-  EXPECT_NE(KubeApiOptionsFromFlags().status().message().find("--kube_api_history"),
-            std::string::npos);
+  EXPECT_NE(
+      KubeApiOptionsFromFlags().status().message().find("--kube_api_history"),
+      std::string::npos);
 }
 
 TEST_F(KubeApiFlagsTest, TlsFlagsGoTogetherAndMustBeReadable) {

@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "server/kubeapi/kube_api_internal.h"
 #include "server/kubeapi/kube_api_server.h"
 
@@ -70,9 +70,9 @@ bool KubeApiServer::HandleList(Request& r) {
     } else if (absl::IsOutOfRange(page.status())) {
       ReplyStatus(r.req, s, r.verb, ListTooOldStatus());
     } else {
-      ReplyStatus(r.req, s, r.verb,
-                  TooLargeResourceVersionStatus(
-                      rv, s->cache->resource_version()));
+      ReplyStatus(
+          r.req, s, r.verb,
+          TooLargeResourceVersionStatus(rv, s->cache->resource_version()));
     }
     return true;
   }
@@ -96,7 +96,8 @@ bool KubeApiServer::HandleList(Request& r) {
           ? absl::StrCat(
                 R"({"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":)",
                 meta, R"(,"items":[)")
-          : absl::StrCat(R"({"kind":)", JsonQuote(absl::StrCat(s->api.kind, "List")),
+          : absl::StrCat(R"({"kind":)",
+                         JsonQuote(absl::StrCat(s->api.kind, "List")),
                          R"(,"apiVersion":)", JsonQuote(s->group_version),
                          R"(,"metadata":)", meta, R"(,"items":[)");
   evbuffer_add(body, head.data(), head.size());

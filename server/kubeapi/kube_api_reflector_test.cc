@@ -40,7 +40,8 @@ using State = std::map<std::string, std::string>;
 
 State StateOf(const std::vector<informer::ObjectPtr>& objects) {
   State s;
-  for (const auto& o : objects) s[o->Key()] = std::string(o->resource_version());
+  for (const auto& o : objects)
+    s[o->Key()] = std::string(o->resource_version());
   return s;
 }
 
@@ -48,7 +49,8 @@ State StateOf(const std::vector<informer::ObjectPtr>& objects) {
 class Signal final : public informer::ResourceEventHandler {
  public:
   void OnAdd(const informer::ObjectPtr&, bool) override { Bump(); }
-  void OnUpdate(const informer::ObjectPtr&, const informer::ObjectPtr&) override {
+  void OnUpdate(const informer::ObjectPtr&,
+                const informer::ObjectPtr&) override {
     Bump();
   }
   void OnDelete(const informer::ObjectPtr&, bool) override { Bump(); }
@@ -126,9 +128,15 @@ TEST(KubeApiReflectorTest, AnInformerOfTheFacadeConvergesUnderChurn) {
     std::string ns = absl::StrCat("ns", rng() % 3);
     std::string name = absl::StrCat("p", rng() % 80);
     switch (rng() % 3) {
-      case 0: (void)source->Add(ns, name, {{"app", "x"}}); break;
-      case 1: (void)source->Modify(ns, name, {{"app", absl::StrCat(i)}}); break;
-      case 2: (void)source->Delete(ns, name); break;
+      case 0:
+        (void)source->Add(ns, name, {{"app", "x"}});
+        break;
+      case 1:
+        (void)source->Modify(ns, name, {{"app", absl::StrCat(i)}});
+        break;
+      case 2:
+        (void)source->Delete(ns, name);
+        break;
     }
     // The sidecar's own upstream watch breaks now and then: its informer
     // relists and the facade turns the differences into events.

@@ -59,8 +59,8 @@ absl::StatusOr<SSL_CTX*> NewTlsContext(const KubeApiServer::Options& o) {
     return absl::InvalidArgumentError(what);
   };
   if (SSL_CTX_use_certificate_chain_file(ctx, o.tls_cert_file.c_str()) != 1) {
-    return fail(absl::StrCat("--kube_api_tls_cert_file ", o.tls_cert_file,
-                             ": ", OpenSslError()));
+    return fail(absl::StrCat("--kube_api_tls_cert_file ", o.tls_cert_file, ": ",
+                             OpenSslError()));
   }
   if (SSL_CTX_use_PrivateKey_file(ctx, o.tls_key_file.c_str(),
                                   SSL_FILETYPE_PEM) != 1 ||
@@ -91,15 +91,24 @@ std::string WriteVerb(absl::string_view method, bool collection) {
 
 const char* MethodName(evhttp_cmd_type cmd) {
   switch (cmd) {
-    case EVHTTP_REQ_GET: return "GET";
-    case EVHTTP_REQ_POST: return "POST";
-    case EVHTTP_REQ_HEAD: return "HEAD";
-    case EVHTTP_REQ_PUT: return "PUT";
-    case EVHTTP_REQ_DELETE: return "DELETE";
-    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
-    case EVHTTP_REQ_TRACE: return "TRACE";
-    case EVHTTP_REQ_CONNECT: return "CONNECT";
-    case EVHTTP_REQ_PATCH: return "PATCH";
+    case EVHTTP_REQ_GET:
+      return "GET";
+    case EVHTTP_REQ_POST:
+      return "POST";
+    case EVHTTP_REQ_HEAD:
+      return "HEAD";
+    case EVHTTP_REQ_PUT:
+      return "PUT";
+    case EVHTTP_REQ_DELETE:
+      return "DELETE";
+    case EVHTTP_REQ_OPTIONS:
+      return "OPTIONS";
+    case EVHTTP_REQ_TRACE:
+      return "TRACE";
+    case EVHTTP_REQ_CONNECT:
+      return "CONNECT";
+    case EVHTTP_REQ_PATCH:
+      return "PATCH";
   }
   return "UNKNOWN";
 }
@@ -147,19 +156,18 @@ absl::StatusOr<std::unique_ptr<KubeApiServer>> KubeApiServer::Create(
     served->group_version = api.GroupVersion();
     absl::StatusOr<InformerRef> ref = s->options_.registry->Find(served->name);
     if (!ref.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "kube API facade: resource ", served->name, ": ",
-          ref.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("kube API facade: resource ", served->name, ": ",
+                       ref.status().message()));
     }
     served->ref = *ref;
     served->informer_namespace = (*ref)->config.namespace_;
     served->metadata_only = (*ref)->config.metadata_only;
-    std::string key = absl::StrCat(api.group, "/", api.version, "/",
-                                   api.resource);
+    std::string key =
+        absl::StrCat(api.group, "/", api.version, "/", api.resource);
     if (s->by_path_.count(key) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("kube API facade: resource ", served->name,
-                       " listed twice"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kube API facade: resource ", served->name, " listed twice"));
     }
     s->by_path_[key] = served.get();
     s->served_.push_back(std::move(served));
@@ -180,9 +188,9 @@ absl::StatusOr<std::unique_ptr<KubeApiServer>> KubeApiServer::Create(
         "informer_sidecar_kube_api_response_bytes_total",
         "Response body bytes the Kubernetes API facade queued, by resource.",
         {"resource"});
-    auto watchers = m->AddGauge("informer_sidecar_kube_api_watches",
-                                "Open watches on the Kubernetes API facade.",
-                                {"resource"});
+    auto watchers =
+        m->AddGauge("informer_sidecar_kube_api_watches",
+                    "Open watches on the Kubernetes API facade.", {"resource"});
     if (!requests.ok()) return requests.status();
     if (!bytes.ok()) return bytes.status();
     if (!watchers.ok()) return watchers.status();
@@ -208,10 +216,10 @@ absl::Status KubeApiServer::Start() {
   wake_ = event_new(base_, -1, 0, &KubeApiServer::OnWake, this);
   http_ = evhttp_new(base_);
   evhttp_set_gencb(http_, &KubeApiServer::OnRequest, this);
-  evhttp_set_allowed_methods(
-      http_, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
-                 EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
-                 EVHTTP_REQ_OPTIONS);
+  evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                                        EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                        EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
+                                        EVHTTP_REQ_OPTIONS);
   evhttp_set_max_headers_size(http_, 64 * 1024);
   evhttp_set_max_body_size(http_, 1 << 20);
   timeval idle = DurationToTimeval(options_.idle_timeout);
@@ -229,9 +237,9 @@ absl::Status KubeApiServer::Start() {
   evhttp_bound_socket* sock =
       evhttp_bind_socket_with_handle(http_, host.c_str(), want_port);
   if (sock == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "--kube_api_listen=", options_.listen, ": cannot listen (",
-        strerror(errno), ")"));
+    return absl::UnavailableError(
+        absl::StrCat("--kube_api_listen=", options_.listen, ": cannot listen (",
+                     strerror(errno), ")"));
   }
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
@@ -265,15 +273,17 @@ absl::Status KubeApiServer::Start() {
   }
   // Requests waiting for a cache to sync are re-checked on this tick (a
   // sync is no change the caches report).
-  tick_ = event_new(base_, -1, EV_PERSIST,
-                    [](int, short, void* self) {
-                      auto* s = static_cast<KubeApiServer*>(self);
-                      if (!s->parked_.empty()) s->RetryParked();
-                    },
-                    this);
+  tick_ = event_new(
+      base_, -1, EV_PERSIST,
+      [](int, short, void* self) {
+        auto* s = static_cast<KubeApiServer*>(self);
+        if (!s->parked_.empty()) s->RetryParked();
+      },
+      this);
   timeval tick = DurationToTimeval(absl::Milliseconds(50));
   event_add(tick_, &tick);
-  loop_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
+  loop_ =
+      std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
   LOG(INFO) << "Kubernetes API facade serving " << served_.size()
             << " resources on " << (ssl_ctx_ ? "https://" : "http://")
             << advertised_;
@@ -368,8 +378,7 @@ void KubeApiServer::Reply(evhttp_request* req, const Served* served,
                           absl::string_view content_type) {
   evkeyvalq* headers = evhttp_request_get_output_headers(req);
   evhttp_add_header(headers, "Cache-Control", "no-cache, private");
-  evhttp_add_header(headers, "Content-Type",
-                    std::string(content_type).c_str());
+  evhttp_add_header(headers, "Content-Type", std::string(content_type).c_str());
   CountRequest(served, verb, code, evbuffer_get_length(body));
   evhttp_send_reply(req, code, nullptr, body);
 }
@@ -394,6 +403,49 @@ void KubeApiServer::ReplyStatus(evhttp_request* req, const Served* served,
   ReplyText(req, served, verb, status.code, status.Render());
 }
 
+void KubeApiServer::HandleDiscovery(evhttp_request* req,
+                                    const RequestPath& path,
+                                    const std::string& method) {
+  // Discovery is readable without a token, as the API server's
+  // system:discovery role allows everybody.
+  absl::optional<std::string> doc;
+  switch (path.type) {
+    case RequestPath::Type::kVersion:
+      doc = VersionDocument();
+      break;
+    case RequestPath::Type::kApi:
+      doc = ApiVersionsDocument(advertised_);
+      break;
+    case RequestPath::Type::kApis:
+      doc = ApiGroupListDocument(options_.resources);
+      break;
+    case RequestPath::Type::kGroup:
+      doc = ApiGroupDocument(options_.resources, path.group);
+      break;
+    case RequestPath::Type::kGroupVersion:
+      if (path.group.empty() && path.version != "v1") break;
+      doc =
+          ApiResourceListDocument(options_.resources, path.group, path.version);
+      break;
+    default:
+      break;
+  }
+  if (method != "GET" && method != "HEAD") {
+    ApiStatus s = UnknownPathStatus();
+    s.code = 405;
+    s.reason = "MethodNotAllowed";
+    s.message = absl::StrCat(method,
+                             " is not supported on discovery paths: "
+                             "this is informer-sidecar's read-only cache");
+    s.empty_details = false;
+    ReplyStatus(req, nullptr, "", s);
+  } else if (!doc) {
+    ReplyStatus(req, nullptr, "get", UnknownPathStatus());
+  } else {
+    ReplyText(req, nullptr, "get", 200, *doc);
+  }
+}
+
 void KubeApiServer::Handle(evhttp_request* req) {
   const char* uri_text = evhttp_request_get_uri(req);
   evhttp_uri* uri = evhttp_uri_parse(uri_text);
@@ -401,8 +453,10 @@ void KubeApiServer::Handle(evhttp_request* req) {
     ReplyStatus(req, nullptr, "", BadRequestStatus("malformed request URI"));
     return;
   }
-  std::string raw_path = evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : "/";
-  std::string raw_query = evhttp_uri_get_query(uri) ? evhttp_uri_get_query(uri) : "";
+  std::string raw_path =
+      evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : "/";
+  std::string raw_query =
+      evhttp_uri_get_query(uri) ? evhttp_uri_get_query(uri) : "";
   evhttp_uri_free(uri);
   char* decoded = evhttp_decode_uri(raw_path.c_str());
   std::string path = decoded ? decoded : raw_path;
@@ -421,7 +475,8 @@ void KubeApiServer::Handle(evhttp_request* req) {
     for (auto& s : served_) ready = ready && s->registration->HasSynced();
     if (r.path.health == "readyz" && !ready) {
       ReplyText(req, nullptr, "get", 500,
-                "[-]informer-sync failed: caches have not synced\nreadyz check failed\n",
+                "[-]informer-sync failed: caches have not synced\nreadyz check "
+                "failed\n",
                 "text/plain; charset=utf-8");
       return;
     }
@@ -429,42 +484,11 @@ void KubeApiServer::Handle(evhttp_request* req) {
     return;
   }
   if (r.path.type != RequestPath::Type::kResource) {
-    // Discovery is readable without a token, as the API server's
-    // system:discovery role allows everybody.
-    absl::optional<std::string> doc;
-    switch (r.path.type) {
-      case RequestPath::Type::kVersion: doc = VersionDocument(); break;
-      case RequestPath::Type::kApi: doc = ApiVersionsDocument(advertised_); break;
-      case RequestPath::Type::kApis:
-        doc = ApiGroupListDocument(options_.resources);
-        break;
-      case RequestPath::Type::kGroup:
-        doc = ApiGroupDocument(options_.resources, r.path.group);
-        break;
-      case RequestPath::Type::kGroupVersion:
-        if (r.path.group.empty() && r.path.version != "v1") break;
-        doc = ApiResourceListDocument(options_.resources, r.path.group,
-                                      r.path.version);
-        break;
-      default: break;
-    }
-    if (method != "GET" && method != "HEAD") {
-      ApiStatus s = UnknownPathStatus();
-      s.code = 405;
-      s.reason = "MethodNotAllowed";
-      s.message = absl::StrCat(method, " is not supported on discovery paths: "
-                               "this is informer-sidecar's read-only cache");
-      s.empty_details = false;
-      ReplyStatus(req, nullptr, "", s);
-    } else if (!doc) {
-      ReplyStatus(req, nullptr, "get", UnknownPathStatus());
-    } else {
-      ReplyText(req, nullptr, "get", 200, *doc);
-    }
+    HandleDiscovery(req, r.path, method);
     return;
   }
-  auto it = by_path_.find(absl::StrCat(r.path.group, "/", r.path.version, "/",
-                                       r.path.resource));
+  auto it = by_path_.find(
+      absl::StrCat(r.path.group, "/", r.path.version, "/", r.path.resource));
   if (it == by_path_.end() || !r.path.subresource.empty() ||
       (!it->second->api.namespaced && !r.path.namespace_.empty()) ||
       (it->second->api.namespaced && r.path.namespace_.empty() &&
@@ -506,8 +530,8 @@ void KubeApiServer::Handle(evhttp_request* req) {
 void KubeApiServer::HandleResource(Request& r) {
   evhttp_request* req = r.req;
   Served* s = r.served;
-  const char* auth =
-      evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+  const char* auth = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                        "Authorization");
   std::string user = "system:anonymous";
   if (options_.authorizer != nullptr) {
     absl::StatusOr<const TokenGrant*> grant = options_.authorizer->Authenticate(
@@ -533,13 +557,13 @@ void KubeApiServer::HandleResource(Request& r) {
   }
   if (!s->informer_namespace.empty() &&
       r.path.namespace_ != s->informer_namespace) {
-    ReplyStatus(req, s, r.verb,
-                ForbiddenStatus(user, r.verb, s->api.resource, s->api.group,
-                                r.path.namespace_, r.path.name,
-                                absl::StrCat("the sidecar caches ", s->name,
-                                             " of namespace \"",
-                                             s->informer_namespace,
-                                             "\" only")));
+    ReplyStatus(
+        req, s, r.verb,
+        ForbiddenStatus(
+            user, r.verb, s->api.resource, s->api.group, r.path.namespace_,
+            r.path.name,
+            absl::StrCat("the sidecar caches ", s->name, " of namespace \"",
+                         s->informer_namespace, "\" only")));
     return;
   }
   r.form.kind = s->api.kind;

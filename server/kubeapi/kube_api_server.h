@@ -140,13 +140,16 @@ class KubeApiServer {
   };
 
  private:
-
   explicit KubeApiServer(Options options);
 
   // Loop thread.
   static void OnRequest(evhttp_request* req, void* self);
   static void OnWake(int fd, short what, void* self);
   void Handle(evhttp_request* req);
+  // Discovery, /version (no token needed, as the API server's
+  // system:discovery role allows everybody).
+  void HandleDiscovery(evhttp_request* req, const RequestPath& path,
+                       const std::string& method);
   void HandleResource(Request& r);
   // Serves an authorised get, list or watch on a synced cache.
   void Dispatch(Request& r);

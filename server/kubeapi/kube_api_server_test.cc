@@ -104,10 +104,10 @@ class KubeApiServerTest : public ::testing::Test {
   // Waits (on the facade's own NotOlderThan semantics) until the cache has
   // reached the source's current resourceVersion.
   void WaitForCache() {
-    SimpleResponse r =
-        Get(absl::StrCat("/api/v1/pods?limit=1&resourceVersionMatch=NotOlderThan"
-                         "&resourceVersion=",
-                         source_->CurrentResourceVersion()));
+    SimpleResponse r = Get(
+        absl::StrCat("/api/v1/pods?limit=1&resourceVersionMatch=NotOlderThan"
+                     "&resourceVersion=",
+                     source_->CurrentResourceVersion()));
     ASSERT_EQ(r.code, 200) << r.body;
   }
 
@@ -151,15 +151,18 @@ TEST_F(KubeApiServerTest, ListEnvelopeIsTheApiServersWithItemsAsCached) {
   for (const auto& [key, obj] : snap) {
     absl::StrAppend(&items, items.empty() ? "" : ",", Item(obj));
   }
-  EXPECT_EQ(r.body,
-            absl::StrCat(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")",
-                         source_->CurrentResourceVersion(), R"("},"items":[)",
-                         items, "]}"));
+  EXPECT_EQ(
+      r.body,
+      absl::StrCat(
+          R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")",
+          source_->CurrentResourceVersion(), R"("},"items":[)", items, "]}"));
   SimpleResponse ns = Get("/api/v1/namespaces/b/pods");
-  EXPECT_EQ(ns.body,
-            absl::StrCat(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")",
-                         source_->CurrentResourceVersion(), R"("},"items":[)",
-                         Item(snap["b/a4"]), "]}"));
+  EXPECT_EQ(
+      ns.body,
+      absl::StrCat(
+          R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")",
+          source_->CurrentResourceVersion(), R"("},"items":[)",
+          Item(snap["b/a4"]), "]}"));
   SimpleResponse none = Get("/api/v1/namespaces/zzz/pods");
   EXPECT_NE(none.body.find(R"("items":[]})"), std::string::npos);
 }
@@ -183,7 +186,8 @@ TEST_F(KubeApiServerTest, Selectors) {
     SimpleResponse r = Get("/api/v1/pods?" + q);
     EXPECT_EQ(r.code, 200) << r.body;
     std::vector<std::string> out;
-    std::vector<absl::string_view> parts = absl::StrSplit(r.body, R"("name":")");
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(r.body, R"("name":")");
     // parts[0] is the envelope before the first item's name.
     for (size_t i = 1; i < parts.size(); ++i) {
       out.emplace_back(parts[i].substr(0, parts[i].find('"')));
@@ -215,11 +219,13 @@ TEST_F(KubeApiServerTest, PagingIsOneConsistentSnapshot) {
   SimpleResponse p1 = Get("/api/v1/pods?limit=2");
   ASSERT_EQ(p1.code, 200);
   std::string token = EncodeContinue({std::stoll(rv0), "a/a2"});
-  EXPECT_EQ(p1.body,
-            absl::StrCat(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")",
-                         rv0, R"(","continue":")", token,
-                         R"(","remainingItemCount":2},"items":[)",
-                         Item(before["a/a1"]), ",", Item(before["a/a2"]), "]}"));
+  EXPECT_EQ(
+      p1.body,
+      absl::StrCat(
+          R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")",
+          rv0, R"(","continue":")", token,
+          R"(","remainingItemCount":2},"items":[)", Item(before["a/a1"]), ",",
+          Item(before["a/a2"]), "]}"));
   // Changes between pages do not show in the rest of the list.
   ASSERT_TRUE(source_->Modify("a", "b3", {{"app", "changed"}}).ok());
   ASSERT_TRUE(source_->Delete("b", "a4").ok());
@@ -227,10 +233,12 @@ TEST_F(KubeApiServerTest, PagingIsOneConsistentSnapshot) {
   WaitForCache();
   SimpleResponse p2 = Get("/api/v1/pods?limit=2&continue=" + token);
   ASSERT_EQ(p2.code, 200) << p2.body;
-  EXPECT_EQ(p2.body,
-            absl::StrCat(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")",
-                         rv0, R"("},"items":[)", Item(before["a/b3"]), ",",
-                         Item(before["b/a4"]), "]}"));
+  EXPECT_EQ(
+      p2.body,
+      absl::StrCat(
+          R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":")",
+          rv0, R"("},"items":[)", Item(before["a/b3"]), ",",
+          Item(before["b/a4"]), "]}"));
   // A namespaced list's token names the object without its namespace.
   SimpleResponse n1 = Get("/api/v1/namespaces/a/pods?limit=1");
   EXPECT_NE(n1.body.find(EncodeContinue(
@@ -256,9 +264,10 @@ TEST_F(KubeApiServerTest, ExpiredContinueIs410WithAnInconsistentToken) {
   SimpleResponse next = Get("/api/v1/pods?limit=2&continue=" + inconsistent);
   ASSERT_EQ(next.code, 200) << next.body;
   EXPECT_NE(next.body.find(R"("name":"a2")"), std::string::npos);
-  EXPECT_NE(next.body.find(absl::StrCat(R"("resourceVersion":")",
-                                        source_->CurrentResourceVersion(), "\"")),
-            std::string::npos);
+  EXPECT_NE(
+      next.body.find(absl::StrCat(R"("resourceVersion":")",
+                                  source_->CurrentResourceVersion(), "\"")),
+      std::string::npos);
 }
 
 TEST_F(KubeApiServerTest, ResourceVersionSemantics) {
@@ -281,22 +290,23 @@ TEST_F(KubeApiServerTest, ResourceVersionSemantics) {
             std::string::npos);
   // Exact N, and N with a limit: the state at N, from the history.
   for (const std::string q : {"resourceVersionMatch=Exact", "limit=10"}) {
-    SimpleResponse exact =
-        Get(absl::StrCat("/api/v1/namespaces/a/pods?", q, "&resourceVersion=", rv0));
+    SimpleResponse exact = Get(absl::StrCat("/api/v1/namespaces/a/pods?", q,
+                                            "&resourceVersion=", rv0));
     ASSERT_EQ(exact.code, 200) << exact.body;
     EXPECT_NE(exact.body.find(absl::StrCat(R"({"resourceVersion":")", rv0)),
               std::string::npos);
     EXPECT_NE(exact.body.find(Item(before["a/a1"])), std::string::npos) << q;
   }
   // Older than the history: 410.
-  SimpleResponse old = Get(
-      "/api/v1/pods?resourceVersion=1&resourceVersionMatch=Exact");
+  SimpleResponse old =
+      Get("/api/v1/pods?resourceVersion=1&resourceVersionMatch=Exact");
   EXPECT_EQ(old.code, 410);
   EXPECT_EQ(old.body, ListTooOldStatus().Render());
   // A future N: waits, then 504 as the watch cache answers.
   const int64_t future = std::stoll(now) + 5;
   SimpleResponse tl = Get(absl::StrCat(
-      "/api/v1/pods?resourceVersionMatch=NotOlderThan&resourceVersion=", future));
+      "/api/v1/pods?resourceVersionMatch=NotOlderThan&resourceVersion=",
+      future));
   EXPECT_EQ(tl.code, 504);
   EXPECT_EQ(tl.body,
             TooLargeResourceVersionStatus(future, std::stoll(now)).Render());
@@ -304,16 +314,16 @@ TEST_F(KubeApiServerTest, ResourceVersionSemantics) {
   {
     auto gone = RawHttpClient::Connect(server_->port());
     ASSERT_TRUE(gone.ok());
-    ASSERT_TRUE(gone->Send("GET", absl::StrCat("/api/v1/pods?resourceVersion=",
-                                               future))
-                    .ok());
+    ASSERT_TRUE(
+        gone->Send("GET", absl::StrCat("/api/v1/pods?resourceVersion=", future))
+            .ok());
   }
   // ... and answers as soon as the cache gets there.
   auto c = RawHttpClient::Connect(server_->port());
   ASSERT_TRUE(c.ok());
   const int64_t next = std::stoll(now) + 1;
-  ASSERT_TRUE(c->Send("GET", absl::StrCat("/api/v1/pods?resourceVersion=", next))
-                  .ok());
+  ASSERT_TRUE(
+      c->Send("GET", absl::StrCat("/api/v1/pods?resourceVersion=", next)).ok());
   ASSERT_TRUE(source_->Add("a", "later").ok());
   auto head = c->ReadHead();
   ASSERT_TRUE(head.ok());
@@ -399,8 +409,8 @@ TEST_F(KubeApiServerTest, WatchFramingAndEventsAreTheApiServers) {
   auto deleted = source_->Delete("a", "new");
   std::vector<std::string> events = ReadEventsUntil(&*c, "DELETED");
   ASSERT_EQ(events.size(), 3u);
-  EXPECT_EQ(events[0], absl::StrCat(R"({"type":"ADDED","object":)",
-                                    Whole(*added), "}\n"));
+  EXPECT_EQ(events[0],
+            absl::StrCat(R"({"type":"ADDED","object":)", Whole(*added), "}\n"));
   EXPECT_EQ(events[1], absl::StrCat(R"({"type":"MODIFIED","object":)",
                                     Whole(*modified), "}\n"));
   EXPECT_EQ(events[2], absl::StrCat(R"({"type":"DELETED","object":)",
@@ -421,7 +431,8 @@ TEST_F(KubeApiServerTest, WatchFramingAndEventsAreTheApiServers) {
 TEST_F(KubeApiServerTest, WatchFromNothingSendsTheStateFirst) {
   StartAll();
   auto c = RawHttpClient::Connect(server_->port());
-  ASSERT_TRUE(c->Send("GET", "/api/v1/pods?watch=true&labelSelector=app%3Da").ok());
+  ASSERT_TRUE(
+      c->Send("GET", "/api/v1/pods?watch=true&labelSelector=app%3Da").ok());
   ASSERT_EQ(c->ReadHead()->code, 200);
   std::map<std::string, informer::ObjectPtr> snap = source_->Snapshot();
   std::vector<std::string> events = ReadEventsUntil(&*c, R"("name":"a4")");
@@ -433,9 +444,10 @@ TEST_F(KubeApiServerTest, WatchFromNothingSendsTheStateFirst) {
   ASSERT_TRUE(source_->Modify("a", "a2", {{"app", "gone"}}).ok());
   events = ReadEventsUntil(&*c, "DELETED");
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_NE(events[0].find(absl::StrCat(R"("resourceVersion":")",
-                                        source_->CurrentResourceVersion(), "\"")),
-            std::string::npos);
+  EXPECT_NE(
+      events[0].find(absl::StrCat(R"("resourceVersion":")",
+                                  source_->CurrentResourceVersion(), "\"")),
+      std::string::npos);
   EXPECT_NE(events[0].find(R"("labels":{"app":"a"})"), std::string::npos);
   // Entering it is an ADDED.
   ASSERT_TRUE(source_->Modify("a", "b3", {{"app", "a"}}).ok());
@@ -447,7 +459,8 @@ TEST_F(KubeApiServerTest, WatchBeyondTheHistoryIsAn410ErrorEvent) {
   KubeApiServer::Options o;
   o.history_limit = 2;
   StartAll(o);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(source_->Add("c", absl::StrCat(i)).ok());
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(source_->Add("c", absl::StrCat(i)).ok());
   WaitForCache();
   auto c = RawHttpClient::Connect(server_->port());
   ASSERT_TRUE(c->Send("GET", "/api/v1/pods?watch=1&resourceVersion=2").ok());
@@ -468,9 +481,9 @@ TEST_F(KubeApiServerTest, ThousandWatchesCostNoThreads) {
   for (int i = 0; i < 1000; ++i) {
     auto c = RawHttpClient::Connect(server_->port());
     ASSERT_TRUE(c.ok()) << i << ": " << c.status();
-    ASSERT_TRUE(
-        c->Send("GET", absl::StrCat("/api/v1/pods?watch=1&resourceVersion=", rv))
-            .ok());
+    ASSERT_TRUE(c->Send("GET", absl::StrCat(
+                                   "/api/v1/pods?watch=1&resourceVersion=", rv))
+                    .ok());
     clients.push_back(*std::move(c));
   }
   for (auto& c : clients) ASSERT_EQ(c.ReadHead()->code, 200);
@@ -498,13 +511,19 @@ TEST_F(KubeApiServerTest, MetricsCountRequestsByVerbCodeAndResource) {
   Get("/api/v1/namespaces/a/pods/nope");
   Get("/api/v1");
   std::string text = metrics_.Render();
-  EXPECT_NE(text.find(R"(informer_sidecar_kube_api_requests_total{verb="list",code="200",resource="pods"} 1)"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          R"(informer_sidecar_kube_api_requests_total{verb="list",code="200",resource="pods"} 1)"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find(R"(informer_sidecar_kube_api_requests_total{verb="get",code="404",resource="pods"} 1)"),
-            std::string::npos);
-  EXPECT_NE(text.find(R"(informer_sidecar_kube_api_response_bytes_total{resource="pods"})"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find(
+          R"(informer_sidecar_kube_api_requests_total{verb="get",code="404",resource="pods"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find(
+          R"(informer_sidecar_kube_api_response_bytes_total{resource="pods"})"),
+      std::string::npos);
 }
 
 TEST_F(KubeApiServerTest, TokensAndNamespaces) {
@@ -522,8 +541,10 @@ TEST_F(KubeApiServerTest, TokensAndNamespaces) {
   SimpleResponse none = Get("/api/v1/namespaces/a/pods");
   EXPECT_EQ(none.code, 401);
   EXPECT_EQ(none.body, UnauthorizedStatus().Render());
-  EXPECT_EQ(Get("/api/v1/namespaces/a/pods", {{"Authorization", "Bearer wrong"}}).code,
-            401);
+  EXPECT_EQ(
+      Get("/api/v1/namespaces/a/pods", {{"Authorization", "Bearer wrong"}})
+          .code,
+      401);
   std::map<std::string, std::string> ok = {
       {"Authorization", "Bearer app-token-0123456789"}};
   EXPECT_EQ(Get("/api/v1/namespaces/a/pods", ok).code, 200);
@@ -561,15 +582,17 @@ TEST_F(KubeApiServerTest, MetadataOnly) {
   std::string metadata = std::string(a4->json().substr(
       a4->json().find(R"("metadata":)"),
       a4->json().rfind('}') - a4->json().find(R"("metadata":)")));
-  EXPECT_EQ(r.body,
-            absl::StrCat(
-                R"({"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":")",
-                source_->CurrentResourceVersion(),
-                R"("},"items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",)",
-                metadata, "}]}"));
-  EXPECT_EQ(Get("/api/v1/pods", {{"Accept", "application/vnd.kubernetes.protobuf"}})
-                .code,
-            406);
+  EXPECT_EQ(
+      r.body,
+      absl::StrCat(
+          R"({"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":")",
+          source_->CurrentResourceVersion(),
+          R"("},"items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",)",
+          metadata, "}]}"));
+  EXPECT_EQ(
+      Get("/api/v1/pods", {{"Accept", "application/vnd.kubernetes.protobuf"}})
+          .code,
+      406);
 }
 
 }  // namespace

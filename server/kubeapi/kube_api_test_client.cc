@@ -53,7 +53,8 @@ absl::Status RawHttpClient::Send(
                                  "User-Agent: kube-api-facade-test\r\n");
   for (const auto& [k, v] : headers) absl::StrAppend(&req, k, ": ", v, "\r\n");
   if (method != "GET" && method != "HEAD") {
-    absl::StrAppend(&req, "Content-Length: 2\r\nContent-Type: application/json\r\n\r\n{}");
+    absl::StrAppend(
+        &req, "Content-Length: 2\r\nContent-Type: application/json\r\n\r\n{}");
   } else {
     absl::StrAppend(&req, "\r\n");
   }
@@ -103,8 +104,7 @@ absl::StatusOr<RawHttpClient::Head> RawHttpClient::ReadHead() {
   absl::StatusOr<std::string> line = ReadLine();
   if (!line.ok()) return line.status();
   head.status_line = *line;
-  if (line->size() < 12 ||
-      !absl::SimpleAtoi(line->substr(9, 3), &head.code)) {
+  if (line->size() < 12 || !absl::SimpleAtoi(line->substr(9, 3), &head.code)) {
     return absl::InternalError(absl::StrCat("bad status line: ", *line));
   }
   while (true) {

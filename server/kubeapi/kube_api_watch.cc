@@ -67,8 +67,9 @@ void KubeApiServer::StartWatch(Request& r) {
   w->start_rv = w->rv;
   evkeyvalq* headers = evhttp_request_get_output_headers(r.req);
   evhttp_add_header(headers, "Cache-Control", "no-cache, private");
-  evhttp_add_header(headers, "Content-Type",
-                    r.form.metadata_only ? "application/json" : "application/json");
+  evhttp_add_header(
+      headers, "Content-Type",
+      r.form.metadata_only ? "application/json" : "application/json");
   evhttp_send_reply_start(r.req, 200, "OK");
   CountRequest(s, "watch", 200, 0);
   Watcher* raw = w.release();
@@ -81,14 +82,15 @@ void KubeApiServer::StartWatch(Request& r) {
     EndWatch(raw, too_old);
     return;
   }
-  absl::Duration timeout =
-      o.timeout > absl::ZeroDuration() ? o.timeout : options_.default_watch_timeout;
+  absl::Duration timeout = o.timeout > absl::ZeroDuration()
+                               ? o.timeout
+                               : options_.default_watch_timeout;
   raw->timeout = evtimer_new(base_, &KubeApiServer::OnWatchTimeout, raw);
   timeval tv = absl::ToTimeval(timeout);
   evtimer_add(raw->timeout, &tv);
   if (o.allow_watch_bookmarks) {
-    raw->bookmark = event_new(base_, -1, EV_PERSIST,
-                              &KubeApiServer::OnBookmarkTimer, raw);
+    raw->bookmark =
+        event_new(base_, -1, EV_PERSIST, &KubeApiServer::OnBookmarkTimer, raw);
     timeval every = absl::ToTimeval(options_.bookmark_interval);
     event_add(raw->bookmark, &every);
   }
@@ -139,8 +141,7 @@ void KubeApiServer::Pump(Watcher* w) {
     absl::Status st = w->served->cache->ChangesSince(w->seq, kBatch, &changes);
     if (!st.ok()) {
       // Fell out of the history (a client reading too slowly).
-      ApiStatus expired =
-          WatchTooOldStatus(w->rv, w->served->cache->floor());
+      ApiStatus expired = WatchTooOldStatus(w->rv, w->served->cache->floor());
       EndWatch(w, &expired);
       return;
     }
@@ -152,8 +153,8 @@ void KubeApiServer::Pump(Watcher* w) {
       if (c.rv <= w->start_rv) continue;
       w->rv = std::max(w->rv, c.rv);
       if (!absl::StartsWith(c.object->Key(), w->prefix)) continue;
-      bool now = c.type != informer::WatchEventType::kDeleted &&
-                 matches(c.object);
+      bool now =
+          c.type != informer::WatchEventType::kDeleted && matches(c.object);
       bool before = c.type == informer::WatchEventType::kDeleted
                         ? matches(c.object)
                         : matches(c.old);
@@ -174,19 +175,19 @@ void KubeApiServer::Pump(Watcher* w) {
 }
 
 void KubeApiServer::SendBookmark(Watcher* w) {
-  std::string kind = w->form.metadata_only ? "PartialObjectMetadata"
-                                           : w->form.kind;
+  std::string kind =
+      w->form.metadata_only ? "PartialObjectMetadata" : w->form.kind;
   std::string api_version =
       w->form.metadata_only ? "meta.k8s.io/v1" : w->form.api_version;
   // The API server's bookmark is an empty object of the kind with only
   // metadata.resourceVersion set, serialised with Go's zero values.
   std::string extra =
       kind == "Pod" ? R"(,"spec":{"containers":null},"status":{})" : "";
-  std::string line = absl::StrCat(
-      R"({"type":"BOOKMARK","object":{"kind":)", JsonQuote(kind),
-      R"(,"apiVersion":)", JsonQuote(api_version),
-      R"(,"metadata":{"resourceVersion":")", w->rv,
-      R"(","creationTimestamp":null})", extra, "}}\n");
+  std::string line =
+      absl::StrCat(R"({"type":"BOOKMARK","object":{"kind":)", JsonQuote(kind),
+                   R"(,"apiVersion":)", JsonQuote(api_version),
+                   R"(,"metadata":{"resourceVersion":")", w->rv,
+                   R"(","creationTimestamp":null})", extra, "}}\n");
   evbuffer* buf = evbuffer_new();
   evbuffer_add(buf, line.data(), line.size());
   evhttp_send_reply_chunk_with_cb(w->req, buf, &KubeApiServer::OnWatchDrained,
@@ -199,8 +200,8 @@ void KubeApiServer::SendBookmark(Watcher* w) {
 
 void KubeApiServer::EndWatch(Watcher* w, const ApiStatus* error) {
   if (error != nullptr) {
-    std::string line = absl::StrCat(R"({"type":"ERROR","object":)",
-                                    error->Render(), "}\n");
+    std::string line =
+        absl::StrCat(R"({"type":"ERROR","object":)", error->Render(), "}\n");
     evbuffer* buf = evbuffer_new();
     evbuffer_add(buf, line.data(), line.size());
     evhttp_send_reply_chunk(w->req, buf);

@@ -54,7 +54,8 @@ std::string FieldValue(const informer::Object& obj, absl::string_view field) {
   if (field == "metadata.name") return std::string(obj.name());
   if (field == "metadata.namespace") return std::string(obj.namespace_());
   // Event's "source" is source.component in the API server's conversion.
-  std::string path = field == "source" ? "source.component" : std::string(field);
+  std::string path =
+      field == "source" ? "source.component" : std::string(field);
   std::vector<std::string> values = obj.FieldValues(path);
   return values.empty() ? "" : values.front();
 }
@@ -116,8 +117,7 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(absl::string_view selector,
       len = 1;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "invalid selector: '", selector, "'; can't understand '", term,
-          "'"));
+          "invalid selector: '", selector, "'; can't understand '", term, "'"));
     }
     r.field = Unescape(absl::StripAsciiWhitespace(term.substr(0, at)));
     r.value = Unescape(term.substr(at + len));
@@ -167,10 +167,12 @@ absl::StatusOr<ContinueToken> DecodeContinue(absl::string_view token) {
   std::string_view start;
   if (doc["v"].get(version) != simdjson::SUCCESS ||
       version != "meta.k8s.io/v1") {
-    return invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    return invalid(
+        "incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
   }
   if (doc["rv"].get(rv) != simdjson::SUCCESS || rv == 0) {
-    return invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    return invalid(
+        "incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
   }
   if (doc["start"].get(start) != simdjson::SUCCESS || start.empty()) {
     return invalid("encoded start key is empty");
@@ -235,6 +237,44 @@ bool ChooseMediaType(absl::string_view accept, bool* metadata_only) {
   return false;
 }
 
+// ValidateListOptions' rules for resourceVersionMatch (422 Invalid, or
+// NotSupported for an unknown value).
+bool ValidateResourceVersionMatch(const RequestOptions& o, ApiStatus* error) {
+  const std::string& match = o.resource_version_match;
+  std::vector<std::string> forbidden;
+  if (!match.empty()) {
+    if (o.watch)
+      forbidden.push_back("resourceVersionMatch is forbidden for watch");
+    if (o.resource_version.empty()) {
+      forbidden.push_back(
+          "resourceVersionMatch is forbidden unless resourceVersion is "
+          "provided");
+    }
+    if (o.has_continue) {
+      forbidden.push_back(
+          "resourceVersionMatch is forbidden when continue is provided");
+    }
+    if (match == "Exact" && o.resource_version == "0") {
+      forbidden.push_back(
+          "resourceVersionMatch \"exact\" is forbidden for resourceVersion "
+          "\"0\"");
+    }
+    if (match != "Exact" && match != "NotOlderThan") {
+      *error = BadRequestStatus(absl::StrCat(
+          "resourceVersionMatch: Unsupported value: \"", match,
+          "\": supported values: \"Exact\", \"NotOlderThan\", \"\""));
+      error->code = 422;
+      error->reason = "Invalid";
+      return false;
+    }
+  }
+  if (!forbidden.empty()) {
+    *error = InvalidListOptions(std::move(forbidden));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ParseRequestOptions(const std::multimap<std::string, std::string>& query,
@@ -297,37 +337,7 @@ bool ParseRequestOptions(const std::multimap<std::string, std::string>& query,
     out->continue_token = *token;
   }
   out->resource_version_match = get("resourceVersionMatch");
-  const std::string& match = out->resource_version_match;
-  std::vector<std::string> forbidden;
-  if (!match.empty()) {
-    if (out->watch) forbidden.push_back("resourceVersionMatch is forbidden for watch");
-    if (out->resource_version.empty()) {
-      forbidden.push_back(
-          "resourceVersionMatch is forbidden unless resourceVersion is "
-          "provided");
-    }
-    if (out->has_continue) {
-      forbidden.push_back(
-          "resourceVersionMatch is forbidden when continue is provided");
-    }
-    if (match == "Exact" && out->resource_version == "0") {
-      forbidden.push_back(
-          "resourceVersionMatch \"exact\" is forbidden for resourceVersion "
-          "\"0\"");
-    }
-    if (match != "Exact" && match != "NotOlderThan") {
-      *error = BadRequestStatus(absl::StrCat(
-          "resourceVersionMatch: Unsupported value: \"", match,
-          "\": supported values: \"Exact\", \"NotOlderThan\", \"\""));
-      error->code = 422;
-      error->reason = "Invalid";
-      return false;
-    }
-  }
-  if (!forbidden.empty()) {
-    *error = InvalidListOptions(std::move(forbidden));
-    return false;
-  }
+  if (!ValidateResourceVersionMatch(*out, error)) return false;
   if (out->has_continue && !out->resource_version.empty() &&
       out->resource_version != "0") {
     return bad(

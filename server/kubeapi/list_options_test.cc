@@ -17,8 +17,9 @@ informer::ObjectPtr Pod(const std::string& ns, const std::string& name,
                         const std::string& node) {
   return *informer::Object::Parse(
       R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":")" + name +
-      R"(","namespace":")" + ns + R"(","labels":{"app":"web"}},"spec":{"nodeName":")" +
-      node + R"("},"status":{"phase":"Running"}})");
+      R"(","namespace":")" + ns +
+      R"(","labels":{"app":"web"}},"spec":{"nodeName":")" + node +
+      R"("},"status":{"phase":"Running"}})");
 }
 
 // The continue token of a capture's list envelope.
@@ -59,7 +60,8 @@ TEST(FieldSelectorTest, NameNamespaceAndPodFields) {
   ASSERT_TRUE(sel.ok()) << sel.status();
   EXPECT_TRUE(sel->Matches(*p));
   EXPECT_FALSE(FieldSelector::Parse("spec.nodeName!=n1", "Pod")->Matches(*p));
-  EXPECT_TRUE(FieldSelector::Parse("metadata.namespace=demo", "Pod")->Matches(*p));
+  EXPECT_TRUE(
+      FieldSelector::Parse("metadata.namespace=demo", "Pod")->Matches(*p));
   EXPECT_TRUE(FieldSelector::Parse("status.phase=Running", "Pod")->Matches(*p));
   EXPECT_TRUE(FieldSelector::Parse("", "Pod")->Empty());
 }
@@ -84,10 +86,13 @@ TEST(ParseRequestOptionsTest, Defaults) {
 TEST(ParseRequestOptionsTest, WatchQuery) {
   RequestOptions o;
   ApiStatus err;
-  Query q{{"watch", "1"}, {"resourceVersion", "42"},
-          {"allowWatchBookmarks", "true"}, {"timeoutSeconds", "6"},
+  Query q{{"watch", "1"},
+          {"resourceVersion", "42"},
+          {"allowWatchBookmarks", "true"},
+          {"timeoutSeconds", "6"},
           {"labelSelector", "app in (web),tier!=db"}};
-  ASSERT_TRUE(ParseRequestOptions(q, "ConfigMap", "application/json", &o, &err));
+  ASSERT_TRUE(
+      ParseRequestOptions(q, "ConfigMap", "application/json", &o, &err));
   EXPECT_TRUE(o.watch);
   EXPECT_EQ(o.rv, 42);
   EXPECT_TRUE(o.allow_watch_bookmarks);
@@ -95,7 +100,8 @@ TEST(ParseRequestOptionsTest, WatchQuery) {
   EXPECT_EQ(o.label_selector.requirements().size(), 2u);
 }
 
-TEST(ParseRequestOptionsTest, ResourceVersionMatchOnAWatchIsTheCapturedInvalid) {
+TEST(ParseRequestOptionsTest,
+     ResourceVersionMatchOnAWatchIsTheCapturedInvalid) {
   RequestOptions o;
   ApiStatus err;
   Query q{{"watch", "1"},
@@ -109,11 +115,11 @@ TEST(ParseRequestOptionsTest, ResourceVersionMatchOnAWatchIsTheCapturedInvalid) 
 TEST(ParseRequestOptionsTest, BadInputIs400) {
   RequestOptions o;
   ApiStatus err;
-  EXPECT_FALSE(ParseRequestOptions({{"resourceVersion", "abc"}}, "Pod", "", &o,
-                                   &err));
+  EXPECT_FALSE(
+      ParseRequestOptions({{"resourceVersion", "abc"}}, "Pod", "", &o, &err));
   EXPECT_EQ(err.code, 400);
-  EXPECT_FALSE(ParseRequestOptions({{"labelSelector", "a in (("}}, "Pod", "",
-                                   &o, &err));
+  EXPECT_FALSE(
+      ParseRequestOptions({{"labelSelector", "a in (("}}, "Pod", "", &o, &err));
   EXPECT_EQ(err.code, 400);
   EXPECT_FALSE(ParseRequestOptions({{"fieldSelector", "spec.x=1"}}, "Pod", "",
                                    &o, &err));
@@ -137,9 +143,8 @@ TEST(ParseRequestOptionsTest, AcceptHeader) {
       "application/json;as=Table;v=v1;g=meta.k8s.io,application/json", &o,
       &err));
   EXPECT_FALSE(o.metadata_only);
-  EXPECT_FALSE(ParseRequestOptions({}, "Pod",
-                                   "application/vnd.kubernetes.protobuf", &o,
-                                   &err));
+  EXPECT_FALSE(ParseRequestOptions(
+      {}, "Pod", "application/vnd.kubernetes.protobuf", &o, &err));
   EXPECT_EQ(err.code, 406);
 }
 

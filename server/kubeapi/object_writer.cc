@@ -62,8 +62,9 @@ void AppendObject(const ObjectForm& form, const informer::ObjectPtr& obj,
     json = owned;
   }
   if (form.metadata_only) {
-    AddString(R"({"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",)",
-              out);
+    AddString(
+        R"({"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",)",
+        out);
     if (form.cache_metadata_only) {
       absl::string_view body = BodyAfterTypeMeta(json);
       if (owned.empty()) {

@@ -11,8 +11,7 @@ namespace kubeapi {
 
 absl::optional<RequestPath> ParseRequestPath(absl::string_view path) {
   absl::ConsumeSuffix(&path, "/");
-  std::vector<std::string> segs =
-      absl::StrSplit(path, '/', absl::SkipEmpty());
+  std::vector<std::string> segs = absl::StrSplit(path, '/', absl::SkipEmpty());
   RequestPath out;
   if (segs.empty()) return absl::nullopt;
   if (segs[0] == "healthz" || segs[0] == "livez" || segs[0] == "readyz") {

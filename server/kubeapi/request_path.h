@@ -23,11 +23,11 @@ struct RequestPath {
     kResource,      // a collection or one object
   };
   Type type = Type::kApi;
-  std::string group;    // "" = core
+  std::string group;  // "" = core
   std::string version;
   std::string namespace_;  // "" = all namespaces / cluster scope
   std::string resource;
-  std::string name;     // "" = the collection
+  std::string name;  // "" = the collection
   std::string subresource;
   // For kHealth: "readyz" / "livez" / "healthz".
   std::string health;

@@ -192,12 +192,12 @@ absl::StatusOr<ResourceCache::Page> ResourceCache::List(
 absl::StatusOr<int64_t> ResourceCache::SeqAfter(int64_t rv) const {
   absl::MutexLock lock(&mu_);
   if (rv < floor_) {
-    return absl::OutOfRangeError(absl::StrCat("too old resource version: ", rv,
-                                              " (", floor_, ")"));
+    return absl::OutOfRangeError(
+        absl::StrCat("too old resource version: ", rv, " (", floor_, ")"));
   }
-  auto it = std::upper_bound(
-      history_.begin(), history_.end(), rv,
-      [](int64_t v, const Change& c) { return v < c.rv; });
+  auto it =
+      std::upper_bound(history_.begin(), history_.end(), rv,
+                       [](int64_t v, const Change& c) { return v < c.rv; });
   return it == history_.end() ? next_seq_ : it->seq;
 }
 

@@ -96,8 +96,7 @@ class ResourceCache final : public informer::ResourceEventHandler {
   };
   absl::StatusOr<Page> List(
       int64_t rv, absl::string_view prefix, absl::string_view start_after,
-      int64_t limit,
-      const std::function<bool(const informer::Object&)>& match,
+      int64_t limit, const std::function<bool(const informer::Object&)>& match,
       bool count_remaining) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The seq of the first change with a resourceVersion above `rv`;

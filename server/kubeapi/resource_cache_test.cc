@@ -51,9 +51,9 @@ TEST(ResourceCacheTest, ListsRewindTheHistory) {
   ResourceCache c(10, nullptr);
   c.OnAdd(Cm("a", "x", 5), true);
   c.OnAdd(Cm("b", "y", 6), true);
-  c.OnAdd(Cm("a", "z", 8), false);              // rv 8: add a/z
+  c.OnAdd(Cm("a", "z", 8), false);               // rv 8: add a/z
   c.OnUpdate(Cm("a", "x", 5), Cm("a", "x", 9));  // rv 9: modify a/x
-  c.OnDelete(Cm("b", "y", 10), false);          // rv 10: delete b/y
+  c.OnDelete(Cm("b", "y", 10), false);           // rv 10: delete b/y
   EXPECT_EQ(c.resource_version(), 10);
   auto now = c.List(0, "", "", 0, nullptr, false);
   EXPECT_EQ(Keys(*now), (std::vector<std::string>{"a/x", "a/z"}));
@@ -64,14 +64,16 @@ TEST(ResourceCacheTest, ListsRewindTheHistory) {
   auto at9 = c.List(9, "", "", 0, nullptr, false);
   EXPECT_EQ(Keys(*at9), (std::vector<std::string>{"a/x", "a/z", "b/y"}));
   EXPECT_EQ(at9->objects[0]->resource_version(), "9");
-  EXPECT_TRUE(absl::IsOutOfRange(c.List(4, "", "", 0, nullptr, false).status()));
   EXPECT_TRUE(
-      absl::IsFailedPrecondition(c.List(11, "", "", 0, nullptr, false).status()));
+      absl::IsOutOfRange(c.List(4, "", "", 0, nullptr, false).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      c.List(11, "", "", 0, nullptr, false).status()));
 }
 
 TEST(ResourceCacheTest, PagesPrefixesAndRemainingCount) {
   ResourceCache c(10, nullptr);
-  for (int i = 0; i < 5; ++i) c.OnAdd(Cm("a", absl::StrCat("o", i), 10 + i), true);
+  for (int i = 0; i < 5; ++i)
+    c.OnAdd(Cm("a", absl::StrCat("o", i), 10 + i), true);
   c.OnAdd(Cm("b", "o0", 20), true);
   auto p1 = c.List(0, "a/", "", 2, nullptr, true);
   EXPECT_EQ(Keys(*p1), (std::vector<std::string>{"a/o0", "a/o1"}));
@@ -82,11 +84,12 @@ TEST(ResourceCacheTest, PagesPrefixesAndRemainingCount) {
   auto p3 = c.List(p1->rv, "a/", "a/o3", 2, nullptr, true);
   EXPECT_EQ(Keys(*p3), (std::vector<std::string>{"a/o4"}));
   EXPECT_FALSE(p3->more);
-  auto odd = c.List(0, "", "", 0,
-                    [](const informer::Object& o) {
-                      return o.name() == "o1" || o.name() == "o3";
-                    },
-                    false);
+  auto odd = c.List(
+      0, "", "", 0,
+      [](const informer::Object& o) {
+        return o.name() == "o1" || o.name() == "o3";
+      },
+      false);
   EXPECT_EQ(Keys(*odd), (std::vector<std::string>{"a/o1", "a/o3"}));
 }
 
