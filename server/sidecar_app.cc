@@ -392,6 +392,11 @@ absl::Status Sidecar::StartPrinters() {
 
 absl::Status Sidecar::StartInformers() {
   if (absl::Status st = registry_->Start(); !st.ok()) return st;
+  absl::StatusOr<std::unique_ptr<kubeapi::KubeApiServer>> kube_api =
+      kubeapi::StartKubeApiFromFlags(registry_.get(), kube_->discovery(),
+                                     authorizer_.get(), metrics_.get());
+  if (!kube_api.ok()) return kube_api.status();
+  kube_api_ = *std::move(kube_api);
   // Lazy informers: their resource names turn SERVING when they synced and
   // NOT_SERVING when stopped for idleness (they never gate the overall
   // status).
@@ -444,6 +449,7 @@ bool Sidecar::Shutdown() {
   }
   events_.reset();
   LOG(INFO) << "informer_sidecar: events flushed";
+  kube_api_.reset();  // its handlers and informer leases
   workqueues_.reset();  // removes its handlers from the informers
   if (registry_ != nullptr) registry_->Stop();
   registry_.reset();

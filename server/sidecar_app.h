@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "informer/client/kubeconfig.h"
+#include "server/kubeapi/kube_api_flags.h"
 #include "server/sidecar_options.h"
 
 namespace emulator {
@@ -103,6 +104,9 @@ class Sidecar {
   // Null: insecure.
   std::shared_ptr<grpc::ServerCredentials> credentials_;
   std::unique_ptr<InformerRegistry> registry_;
+  // The Kubernetes API facade (null unless --kube_api_listen): it holds
+  // informer leases, so it goes before the registry.
+  std::unique_ptr<kubeapi::KubeApiServer> kube_api_;
   std::unique_ptr<WorkQueueService> workqueues_;
   std::unique_ptr<EventRecording> events_;
   std::unique_ptr<SidecarServer> server_;

@@ -390,6 +390,8 @@ std::vector<informer::FlagGroup> SidecarFlagGroups() {
        {"grpc_tls_cert_file", "grpc_tls_key_file", "grpc_tls_client_ca_file", "tokens_file", "allow_secrets"}},
       {"Operations: shutdown, work queues, events",
        {"shutdown_grace", "workqueue_idle_timeout", "event_component", "event_retry_interval", "event_flush_timeout"}},
+      {"Kubernetes API facade: kubectl and client-go read the cache",
+       {"kube_api_listen", "kube_api_tls_cert_file", "kube_api_tls_key_file", "kube_api_tls_client_ca_file", "kube_api_history", "kube_api_advertised_address"}},
       {"Demo",
        {"demo", "print_events"}},
   };

@@ -17,6 +17,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsimdjson-dev rapidjson-dev libyaml-cpp-dev libcpp-httplib-dev
   libssl-dev zlib1g-dev
+  # Kubernetes API facade (server/kubeapi): libevent's evhttp
+  libevent-dev
   # Python (tests, SDK): Debian's interpreter with its gRPC, protobuf, YAML
   python3 python3-venv python3-grpcio python3-protobuf python3-yaml
   python3-setuptools python3-wheel

@@ -1,0 +1,58 @@
+#ifndef SERVER_KUBEAPI_KUBE_API_FLAGS_H_
+#define SERVER_KUBEAPI_KUBE_API_FLAGS_H_
+
+// Command-line flags of the Kubernetes API facade:
+//   --kube_api_listen=HOST:PORT        serve the facade (off when empty)
+//   --kube_api_tls_cert_file, --kube_api_tls_key_file   serve HTTPS
+//   --kube_api_tls_client_ca_file      require client certificates
+//   --kube_api_history=N               changes kept per resource
+//   --kube_api_advertised_address      host:port written into /api
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/declare.h"
+
+ABSL_DECLARE_FLAG(std::string, kube_api_listen);
+ABSL_DECLARE_FLAG(std::string, kube_api_tls_cert_file);
+ABSL_DECLARE_FLAG(std::string, kube_api_tls_key_file);
+ABSL_DECLARE_FLAG(std::string, kube_api_tls_client_ca_file);
+ABSL_DECLARE_FLAG(int64_t, kube_api_history);
+ABSL_DECLARE_FLAG(std::string, kube_api_advertised_address);
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "informer/client/discovery.h"
+#include "server/config/informer_registry.h"
+#include "server/kubeapi/kube_api_server.h"
+
+namespace server {
+namespace kubeapi {
+
+// Whether --kube_api_listen is set (the facade is wanted).
+bool KubeApiEnabled();
+
+// Options from the flags; the caller fills in registry, resources,
+// authorizer and metrics. InvalidArgument naming the flag for a malformed
+// listen address, half a TLS key pair, a client CA without a key pair, a
+// history below 1, or a TLS file that cannot be read.
+absl::StatusOr<KubeApiServer::Options> KubeApiOptionsFromFlags();
+
+// The configured resources of `registry` as `discovery` describes them
+// (kind, scope, group version, short names), for Options::resources.
+absl::StatusOr<std::vector<informer::client::ApiResource>> ResourcesOf(
+    const InformerRegistry& registry, informer::client::Discovery* discovery);
+
+// The sidecar's wiring in one call: null when --kube_api_listen is unset;
+// otherwise a started facade over every configured resource of `registry`
+// (discovery resolves them), with the gRPC side's authorizer (may be null)
+// and metrics registry (may be null). Errors name the flag or resource.
+absl::StatusOr<std::unique_ptr<KubeApiServer>> StartKubeApiFromFlags(
+    InformerRegistry* registry, informer::client::Discovery* discovery,
+    const Authorizer* authorizer, metrics::Registry* metrics);
+
+}  // namespace kubeapi
+}  // namespace server
+
+#endif  // SERVER_KUBEAPI_KUBE_API_FLAGS_H_
