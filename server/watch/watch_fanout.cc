@@ -53,7 +53,7 @@ void WatchFanout::Open(WatchStreamReactor* stream) {
   // Read before taking mu_: the informer holds its own lock while it
   // calls Dispatch, so asking it anything under mu_ could deadlock. The
   // markers' resourceVersion is thus a lower bound of the snapshot's.
-  const std::string rv = entry_->informer->LastSyncResourceVersion();
+  const std::string rv = entry_->informer->LastAppliedResourceVersion();
   const bool synced = entry_->informer->HasSynced();
   // A stream that waits is told of the informer's sync failures from
   // now on only (see WaitForSyncThenAttach).
@@ -93,7 +93,7 @@ void WatchFanout::Detach(WatchStreamReactor* stream) {
 }
 
 absl::Time WatchFanout::Tick(absl::Time now) {
-  const std::string rv = entry_->informer->LastSyncResourceVersion();
+  const std::string rv = entry_->informer->LastAppliedResourceVersion();
   absl::MutexLock lock(&mu_);
   absl::Time next = absl::InfiniteFuture();
   for (WatchStreamReactor* s : streams_) {
@@ -271,7 +271,7 @@ void WatchFanout::WaitForSyncThenAttach() {
       return;
     }
   }
-  const std::string rv = entry_->informer->LastSyncResourceVersion();
+  const std::string rv = entry_->informer->LastAppliedResourceVersion();
   absl::MutexLock lock(&mu_);
   for (const auto& [s, errors] : waiting_) {
     host_->NoteWaiting(-1);
