@@ -13,7 +13,7 @@
 #include "informer/client/kube_client.h"
 #include "server/config/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
-#include "server/security/test_pki.h"
+#include "emulator/tls_certs.h"
 
 namespace server {
 namespace kubeapi {
@@ -29,7 +29,7 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 class KubeApiTlsTest : public ::testing::Test {
  protected:
   void Start(bool client_ca) {
-    auto pki = MakeTestPki();
+    auto pki = emulator::GenerateTestPki({"localhost"}, {"127.0.0.1"});
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *pki;
     auto registry = InformerRegistry::Create(
@@ -52,9 +52,9 @@ class KubeApiTlsTest : public ::testing::Test {
     pods.kind = "Pod";
     pods.namespaced = true;
     o.resources = {pods};
-    o.tls_cert_file = WriteFile("server.crt", pki_.server_cert);
-    o.tls_key_file = WriteFile("server.key", pki_.server_key);
-    if (client_ca) o.tls_client_ca_file = WriteFile("ca.crt", pki_.ca_cert);
+    o.tls_cert_file = WriteFile("server.crt", pki_.server_cert_pem);
+    o.tls_key_file = WriteFile("server.key", pki_.server_key_pem);
+    if (client_ca) o.tls_client_ca_file = WriteFile("ca.crt", pki_.ca_cert_pem);
     auto server = KubeApiServer::Create(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -70,10 +70,10 @@ class KubeApiTlsTest : public ::testing::Test {
   absl::StatusOr<informer::ObjectList> ListPods(bool with_client_cert) {
     informer::client::RestConfig rest;
     rest.server = absl::StrCat("https://127.0.0.1:", server_->port());
-    rest.ca_data = pki_.ca_cert;
+    rest.ca_data = pki_.ca_cert_pem;
     if (with_client_cert) {
-      rest.client_cert_data = pki_.client_cert;
-      rest.client_key_data = pki_.client_key;
+      rest.client_cert_data = pki_.client_cert_pem;
+      rest.client_key_data = pki_.client_key_pem;
     }
     auto client = informer::client::KubeClient::Create(rest);
     if (!client.ok()) return client.status();
@@ -82,7 +82,7 @@ class KubeApiTlsTest : public ::testing::Test {
     return (*pods)->List({});
   }
 
-  TestPki pki_;
+  emulator::TestPki pki_;
   std::unique_ptr<InformerRegistry> registry_;
   std::unique_ptr<KubeApiServer> server_;
 };
