@@ -1,4 +1,4 @@
-// End-to-end fan-out benchmark (issue 6): latency from an API server write to
+// End-to-end fan-out benchmark: latency from an API server write to
 // its receipt by gRPC Watch subscribers of the real sidecar, and the
 // sidecar's CPU; then Get and ByIndex latency and throughput over gRPC on a
 // large cache.

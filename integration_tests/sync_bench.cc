@@ -21,7 +21,7 @@
 //              and fill as many bytes as the cache holds, in object-sized
 //              pieces, on one thread: the first-touch cost of the cache's
 //              memory, which a sync cannot avoid and curl never pays
-// The yardsticks (issue 4): client-go holds ~29-36 KiB per cached Pod (aim
+// The yardsticks: client-go holds ~29-36 KiB per cached Pod (aim
 // for < 1/5), and the sync should be within 1.2x of curl.
 //
 // This is a plain binary rather than a Google Benchmark one on purpose:
