@@ -69,6 +69,67 @@ absl::Status Invalid(absl::string_view text, absl::string_view why) {
       absl::StrCat("unable to parse requirement: found '", text, "', ", why));
 }
 
+// The API server's IsQualifiedName / IsValidLabelValue (apimachinery
+// util/validation): selectors naming impossible labels are rejected, not
+// silently matched against nothing.
+bool IsLabelName(absl::string_view s) {
+  if (s.empty() || s.size() > 63) return false;
+  auto alnum = [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c));
+  };
+  if (!alnum(s.front()) || !alnum(s.back())) return false;
+  for (char c : s) {
+    if (!alnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+bool IsDnsSubdomain(absl::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (absl::string_view label : absl::StrSplit(s, '.')) {
+    if (label.empty() || label.size() > 63) return false;
+    auto lower_alnum = [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    };
+    if (!lower_alnum(label.front()) || !lower_alnum(label.back())) return false;
+    for (char c : label) {
+      if (!lower_alnum(c) && c != '-') return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ValidateKey(absl::string_view text, absl::string_view key) {
+  absl::string_view name = key;
+  if (size_t slash = key.find('/'); slash != absl::string_view::npos) {
+    if (!IsDnsSubdomain(key.substr(0, slash))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unable to parse requirement: key: Invalid value: \"", key,
+          "\": prefix part a lowercase RFC 1123 subdomain must consist of "
+          "lower case alphanumeric characters, '-' or '.', and must start "
+          "and end with an alphanumeric character (in \"", text, "\")"));
+    }
+    name = key.substr(slash + 1);
+  }
+  if (IsLabelName(name)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unable to parse requirement: key: Invalid value: \"", key,
+      "\": name part must consist of alphanumeric characters, '-', '_' or "
+      "'.', and must start and end with an alphanumeric character (in \"",
+      text, "\")"));
+}
+
+absl::Status ValidateValue(absl::string_view text, absl::string_view key,
+                           size_t i, absl::string_view value) {
+  if (value.empty() || IsLabelName(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unable to parse requirement: values[", i, "][", key,
+      "]: Invalid value: \"", value,
+      "\": a valid label must be an empty string or consist of alphanumeric "
+      "characters, '-', '_' or '.', and must start and end with an "
+      "alphanumeric character (in \"", text, "\")"));
+}
+
 }  // namespace
 
 const std::string* LookupPair(const StringPairs& pairs, absl::string_view key) {
@@ -119,6 +180,13 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view text) {
         }
       } else {
         req.op = Op::kExists;
+      }
+    }
+    if (absl::Status st = ValidateKey(text, req.key); !st.ok()) return st;
+    if (req.op != Op::kGreaterThan && req.op != Op::kLessThan) {
+      for (size_t i = 0; i < req.values.size(); ++i) {
+        absl::Status st = ValidateValue(text, req.key, i, req.values[i]);
+        if (!st.ok()) return st;
       }
     }
     sel.requirements_.push_back(std::move(req));

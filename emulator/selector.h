@@ -5,6 +5,11 @@
 // (`labelSelector=app=web,tier in (a,b),!canary`,
 // `fieldSelector=metadata.name=foo`). Parsed once per request, then matched
 // against each object. Immutable after parsing: safe to share across threads.
+//
+// Independent of the sidecar's parser (informer/labels) on purpose: the
+// emulator stands for the API server, and a shared parser would hide its
+// bugs from every end-to-end test. selector_differential_test compares the
+// two on a corpus.
 
 #include <string>
 #include <utility>

@@ -242,6 +242,12 @@ absl::Status ResourcesFromFlags(SidecarOptions* options) {
   return absl::OkStatus();
 }
 
+absl::Status WatchMessageTooLargeOrSmall(int64_t bytes) {
+  return Invalid(
+      "watch_max_message_bytes",
+      absl::StrCat("must be between 1024 and --max_message_bytes, not ", bytes));
+}
+
 // Watch stream settings.
 absl::Status WatchFromFlags(SidecarOptions* options) {
   const int64_t max_pending = absl::GetFlag(FLAGS_watch_max_pending);
@@ -257,11 +263,8 @@ absl::Status WatchFromFlags(SidecarOptions* options) {
   }
   if (min_rate < 0) return Invalid("watch_batch_min_rate", "must not be negative");
   const int64_t message = absl::GetFlag(FLAGS_watch_max_message_bytes);
-  if (message < 1024 || message > absl::GetFlag(FLAGS_max_message_bytes)) {
-    return Invalid("watch_max_message_bytes",
-                   absl::StrCat("must be between 1024 and --max_message_bytes, not ",
-                                message));
-  }
+  // The upper bound, --max_message_bytes, is checked with the serving flags.
+  if (message < 1024) return WatchMessageTooLargeOrSmall(message);
   WatchOptions& watch = options->informer.watch;
   watch.max_pending_keys = static_cast<size_t>(max_pending);
   watch.history_size = static_cast<size_t>(history);
@@ -310,6 +313,10 @@ absl::Status ServingFromFlags(SidecarOptions* options) {
                    "must be between 1 and --max_message_bytes");
   }
   options->informer.max_page_bytes = max_page;
+  const size_t watch_message = options->informer.watch.max_message_bytes;
+  if (watch_message > static_cast<size_t>(options->max_message_bytes)) {
+    return WatchMessageTooLargeOrSmall(static_cast<int64_t>(watch_message));
+  }
   return absl::OkStatus();
 }
 
