@@ -177,6 +177,214 @@ std::string ExecCredentialProvider::ExecInfoJson() const {
   return std::string(buf.GetString(), buf.GetSize());
 }
 
+namespace {
+
+// The plugin's environment: ours, minus anything the config or the exec
+// info overrides, then the configured variables, then KUBERNETES_EXEC_INFO.
+std::vector<std::string> PluginEnvironment(const ExecConfig& config,
+                                           const std::string& exec_info) {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    absl::string_view kv(*e);
+    bool overridden = absl::StartsWith(kv, "KUBERNETES_EXEC_INFO=");
+    for (const auto& [name, value] : config.env) {
+      if (absl::StartsWith(kv, name + "=")) overridden = true;
+    }
+    if (!overridden) env.emplace_back(kv);
+  }
+  for (const auto& [name, value] : config.env) {
+    env.push_back(absl::StrCat(name, "=", value));
+  }
+  env.push_back(absl::StrCat("KUBERNETES_EXEC_INFO=", exec_info));
+  return env;
+}
+
+// A null-terminated char* array over `strings` (which must outlive it), as
+// posix_spawn wants for argv and envp.
+std::vector<char*> CStringArray(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// stdout carries the credential, stderr the plugin's diagnostics (kept
+// for the error message); `wake` lets the watchdog interrupt the reader
+// even if a killed plugin left a descendant holding the pipes open.
+struct PluginPipes {
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  int wake[2] = {-1, -1};
+
+  ~PluginPipes() { CloseAll(); }
+
+  // Creates all three; on failure closes any it made and returns errno.
+  int Open() {
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
+        pipe2(wake, O_CLOEXEC) != 0) {
+      int e = errno;
+      CloseAll();
+      return e;
+    }
+    return 0;
+  }
+  // The child's ends, once the child holds its own copies.
+  void CloseWriteEnds() {
+    Close(out[1]);
+    Close(err[1]);
+  }
+  void CloseAll() {
+    for (int* p : {out, err, wake}) {
+      Close(p[0]);
+      Close(p[1]);
+    }
+  }
+
+ private:
+  static void Close(int& fd) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+};
+
+// Starts `argv[0]` (searched on PATH) with stdin on /dev/null and stdout /
+// stderr on the pipes. Returns posix_spawnp's error code (0 on success).
+int SpawnPlugin(const std::string& cmd, const PluginPipes& pipes,
+                std::vector<char*>& argv, std::vector<char*>& envp,
+                pid_t* pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pipes.out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, pipes.err[1], 2);
+  // Its own process group, so a timeout kills the plugin and everything it
+  // started (a shell script's children hold the pipes too).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  int rc = posix_spawnp(pid, cmd.c_str(), &actions, &attr, argv.data(),
+                        envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+// What the plugin printed, bounded: stdout up to kMaxOutput (beyond it only
+// `too_long` is set), stderr's tail.
+struct PluginOutput {
+  std::string output;
+  std::string errors;
+  bool too_long = false;
+  bool stderr_truncated = false;
+};
+
+void AppendStdout(const char* buf, size_t got, PluginOutput* out) {
+  if (out->output.size() + got > kMaxOutput) {
+    out->too_long = true;  // keep draining so the child is not blocked
+  } else {
+    out->output.append(buf, got);
+  }
+}
+
+// Keeps the tail: the last lines usually say what went wrong.
+void AppendStderr(const char* buf, size_t got, PluginOutput* out) {
+  out->errors.append(buf, got);
+  if (out->errors.size() > 2 * kMaxStderr) {
+    out->errors.erase(0, out->errors.size() - kMaxStderr);
+    out->stderr_truncated = true;
+  }
+}
+
+// After a timeout: keeps what the plugin already said on stderr, without
+// waiting for more (a descendant may hold the pipe open).
+void DrainStderrNonBlocking(int fd, char* buf, size_t size,
+                            PluginOutput* out) {
+  if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0) return;
+  ssize_t got;
+  while ((got = read(fd, buf, size)) > 0 &&
+         out->errors.size() < 2 * kMaxStderr) {
+    out->errors.append(buf, got);
+  }
+}
+
+// Reads stdout and stderr until both close or the wake pipe fires.
+void ReadPluginOutput(const PluginPipes& pipes, PluginOutput* out) {
+  bool open[2] = {true, true};  // stdout, stderr
+  char buf[4096];
+  while (open[0] || open[1]) {
+    pollfd fds[3] = {{open[0] ? pipes.out[0] : -1, POLLIN, 0},
+                     {open[1] ? pipes.err[0] : -1, POLLIN, 0},
+                     {pipes.wake[0], POLLIN, 0}};
+    int n = poll(fds, 3, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[2].revents != 0) {
+      if (open[1]) DrainStderrNonBlocking(pipes.err[0], buf, sizeof(buf), out);
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0) continue;
+      ssize_t got = read(fds[i].fd, buf, sizeof(buf));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        open[i] = false;
+        continue;
+      }
+      if (i == 0) {
+        AppendStdout(buf, got, out);
+      } else {
+        AppendStderr(buf, got, out);
+      }
+    }
+  }
+}
+
+// Turns a finished run into the provider's answer: the stdout on a clean
+// exit, else an error naming the command and carrying stderr's tail.
+absl::StatusOr<std::string> PluginResult(const std::string& cmd,
+                                         absl::Duration run_timeout,
+                                         bool timed_out, int wstatus,
+                                         PluginOutput& out) {
+  if (out.errors.size() > kMaxStderr) {
+    out.errors.erase(0, out.errors.size() - kMaxStderr);
+    out.stderr_truncated = true;
+  }
+  std::string stderr_text(absl::StripAsciiWhitespace(out.errors));
+  auto with_stderr = [&](std::string msg) {
+    if (!stderr_text.empty()) {
+      absl::StrAppend(&msg, "; stderr: ", out.stderr_truncated ? "..." : "",
+                      stderr_text);
+    }
+    return msg;
+  };
+  if (timed_out) {
+    LOG(WARNING) << "exec credential plugin " << cmd << " killed after "
+                 << run_timeout;
+    return absl::DeadlineExceededError(with_stderr(
+        absl::StrCat("exec plugin ", cmd, " did not finish within ",
+                     absl::FormatDuration(run_timeout), " and was killed")));
+  }
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    std::string how = WIFEXITED(wstatus)
+                          ? absl::StrCat("exit status ", WEXITSTATUS(wstatus))
+                          : absl::StrCat("signal ", WTERMSIG(wstatus));
+    LOG(WARNING) << "exec credential plugin " << cmd << " failed: " << how;
+    return absl::UnauthenticatedError(
+        with_stderr(absl::StrCat("exec plugin ", cmd, " failed: ", how)));
+  }
+  if (out.too_long) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "exec plugin ", cmd, " printed more than ", kMaxOutput, " bytes"));
+  }
+  return std::move(out.output);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ExecCredentialProvider::RunPlugin() const {
   const std::string& cmd = config_.command;
   if (config_.interactive_mode == "Always") {
@@ -184,72 +392,22 @@ absl::StatusOr<std::string> ExecCredentialProvider::RunPlugin() const {
         "exec plugin ", cmd,
         " requires an interactive terminal (interactiveMode: Always)"));
   }
-  // Environment: ours, then the configured variables, then the exec info.
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    absl::string_view kv(*e);
-    bool overridden = absl::StartsWith(kv, "KUBERNETES_EXEC_INFO=");
-    for (const auto& [name, value] : config_.env) {
-      if (absl::StartsWith(kv, name + "=")) overridden = true;
-    }
-    if (!overridden) env.emplace_back(kv);
-  }
-  for (const auto& [name, value] : config_.env) {
-    env.push_back(absl::StrCat(name, "=", value));
-  }
-  env.push_back(absl::StrCat("KUBERNETES_EXEC_INFO=", ExecInfoJson()));
-  std::vector<char*> envp;
-  for (std::string& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
+  std::vector<std::string> env = PluginEnvironment(config_, ExecInfoJson());
+  std::vector<char*> envp = CStringArray(env);
   std::vector<std::string> args;
   args.push_back(cmd);
   args.insert(args.end(), config_.args.begin(), config_.args.end());
-  std::vector<char*> argv;
-  for (std::string& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
+  std::vector<char*> argv = CStringArray(args);
 
-  // stdout carries the credential, stderr the plugin's diagnostics (kept
-  // for the error message); `wake` lets the watchdog interrupt the reader
-  // even if a killed plugin left a descendant holding the pipes open.
-  int out[2] = {-1, -1};
-  int err[2] = {-1, -1};
-  int wake[2] = {-1, -1};
-  auto close_all = [&] {
-    for (int* p : {out, err, wake}) {
-      for (int i = 0; i < 2; ++i) {
-        if (p[i] >= 0) close(p[i]);
-        p[i] = -1;
-      }
-    }
-  };
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
-      pipe2(wake, O_CLOEXEC) != 0) {
-    int e = errno;
-    close_all();
+  PluginPipes pipes;
+  if (int e = pipes.Open(); e != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(e)));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  // Its own process group, so a timeout kills the plugin and everything it
-  // started (a shell script's children hold the pipes too).
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, cmd.c_str(), &actions, &attr, argv.data(),
-                        envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  close(out[1]);
-  close(err[1]);
-  out[1] = err[1] = -1;
+  int rc = SpawnPlugin(cmd, pipes, argv, envp, &pid);
+  pipes.CloseWriteEnds();
   if (rc != 0) {
-    close_all();
+    pipes.CloseAll();
     std::string msg =
         absl::StrCat("exec plugin ", cmd, ": cannot run: ", strerror(rc));
     if (!config_.install_hint.empty()) {
@@ -266,7 +424,7 @@ absl::StatusOr<std::string> ExecCredentialProvider::RunPlugin() const {
   bool finished = false;
   bool timed_out = false;
   const absl::Time deadline = clock_->Now() + run_timeout_;
-  const int wake_fd = wake[1];
+  const int wake_fd = pipes.wake[1];
   std::thread watchdog([&, wake_fd] {
     absl::MutexLock lock(&watch_mu);
     if (!clock_->AwaitWithDeadline(&watch_mu, absl::Condition(&finished),
@@ -279,100 +437,18 @@ absl::StatusOr<std::string> ExecCredentialProvider::RunPlugin() const {
     }
   });
 
-  std::string output;
-  std::string errors;
-  bool too_long = false;
-  bool stderr_truncated = false;
-  bool out_open = true;
-  bool err_open = true;
-  char buf[4096];
-  while (out_open || err_open) {
-    pollfd fds[3] = {{out_open ? out[0] : -1, POLLIN, 0},
-                     {err_open ? err[0] : -1, POLLIN, 0},
-                     {wake[0], POLLIN, 0}};
-    int n = poll(fds, 3, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (fds[2].revents != 0) {
-      // Timed out: keep what the plugin already said on stderr, without
-      // waiting for more (a descendant may hold the pipe open).
-      if (err_open && fcntl(err[0], F_SETFL, O_NONBLOCK) == 0) {
-        ssize_t got;
-        while ((got = read(err[0], buf, sizeof(buf))) > 0 &&
-               errors.size() < 2 * kMaxStderr) {
-          errors.append(buf, got);
-        }
-      }
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].revents == 0) continue;
-      ssize_t got = read(fds[i].fd, buf, sizeof(buf));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        (i == 0 ? out_open : err_open) = false;
-        continue;
-      }
-      if (i == 0) {
-        if (output.size() + got > kMaxOutput) {
-          too_long = true;  // keep draining so the child is not blocked
-        } else {
-          output.append(buf, got);
-        }
-      } else {
-        // Keep the tail: the last lines usually say what went wrong.
-        errors.append(buf, got);
-        if (errors.size() > 2 * kMaxStderr) {
-          errors.erase(0, errors.size() - kMaxStderr);
-          stderr_truncated = true;
-        }
-      }
-    }
-  }
+  PluginOutput out;
+  ReadPluginOutput(pipes, &out);
   {
     absl::MutexLock lock(&watch_mu);
     finished = true;
   }
   watchdog.join();
-  close_all();
+  pipes.CloseAll();
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
-
-  if (errors.size() > kMaxStderr) {
-    errors.erase(0, errors.size() - kMaxStderr);
-    stderr_truncated = true;
-  }
-  std::string stderr_text(absl::StripAsciiWhitespace(errors));
-  auto with_stderr = [&](std::string msg) {
-    if (!stderr_text.empty()) {
-      absl::StrAppend(&msg, "; stderr: ", stderr_truncated ? "..." : "",
-                      stderr_text);
-    }
-    return msg;
-  };
-  if (timed_out) {
-    LOG(WARNING) << "exec credential plugin " << cmd << " killed after "
-                 << run_timeout_;
-    return absl::DeadlineExceededError(with_stderr(
-        absl::StrCat("exec plugin ", cmd, " did not finish within ",
-                     absl::FormatDuration(run_timeout_), " and was killed")));
-  }
-  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
-    std::string how = WIFEXITED(wstatus)
-                          ? absl::StrCat("exit status ", WEXITSTATUS(wstatus))
-                          : absl::StrCat("signal ", WTERMSIG(wstatus));
-    LOG(WARNING) << "exec credential plugin " << cmd << " failed: " << how;
-    return absl::UnauthenticatedError(
-        with_stderr(absl::StrCat("exec plugin ", cmd, " failed: ", how)));
-  }
-  if (too_long) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "exec plugin ", cmd, " printed more than ", kMaxOutput, " bytes"));
-  }
-  return output;
+  return PluginResult(cmd, run_timeout_, timed_out, wstatus, out);
 }
 
 }  // namespace client

@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -111,6 +112,57 @@ absl::Status Prefixed(absl::string_view prefix, const absl::Status& st) {
   return absl::Status(st.code(), absl::StrCat(prefix, st.message()));
 }
 
+// ScanItem's state inside an item that may straddle chunks.
+struct ItemScanState {
+  int depth;
+  bool in_string;
+  bool escape;
+};
+
+#ifdef __SSE2__
+// ScanItem's fast path: the 64 bytes at p, with st.depth > 0 (simdjson's
+// stage-1 technique): escaped characters from the backslash runs, the
+// string mask from the prefix XOR of the unescaped quotes; only brackets
+// outside strings are then looked at one by one. Returns true when the
+// item ended in the block, with p just after its last byte; else advances
+// p by 64. Always inlined so that `st` stays in ScanItem's registers.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ScanItemBlock64(const char*& p,
+                                                         ItemScanState& st) {
+  constexpr uint64_t kEven = 0x5555555555555555ULL;
+  const BlockMasks m = ClassifyBlock(p);
+  const uint64_t prev_escaped = st.escape ? 1 : 0;
+  const uint64_t backslash = m.backslash & ~prev_escaped;
+  const uint64_t follows_escape = (backslash << 1) | prev_escaped;
+  // Runs of backslashes starting on an odd bit, added to the backslashes
+  // so that the carry ripples through each run: the parity of each run's
+  // length decides which character after it is escaped.
+  const uint64_t odd_starts = backslash & ~kEven & ~follows_escape;
+  uint64_t even_starts = 0;
+  const bool carry =
+      __builtin_add_overflow(odd_starts, backslash, &even_starts);
+  const uint64_t escaped = (kEven ^ (even_starts << 1)) & follows_escape;
+  const uint64_t inside = PrefixXor(m.quote & ~escaped) ^
+                          (st.in_string ? ~uint64_t{0} : uint64_t{0});
+  uint64_t brackets = (m.open | m.close) & ~inside;
+  while (brackets != 0) {
+    const int i = __builtin_ctzll(brackets);
+    if ((m.open >> i) & 1) {
+      ++st.depth;
+    } else if (--st.depth == 0) {
+      p += i + 1;
+      st.in_string = false;
+      st.escape = false;
+      return true;
+    }
+    brackets &= brackets - 1;
+  }
+  st.in_string = (inside >> 63) != 0;
+  st.escape = carry;
+  p += 64;
+  return false;
+}
+#endif
+
 }  // namespace
 
 ListItemSplitter::ListItemSplitter(ItemFn on_item)
@@ -124,25 +176,55 @@ absl::Status ListItemSplitter::Fail(absl::string_view what) {
   return status_;
 }
 
+// A byte inside an envelope string: tracks escapes and the end of the
+// string, and collects a depth-1 key (only as far as needed to tell
+// "items" apart).
+void ListItemSplitter::EnvelopeStringByte(char c) {
+  if (env_escape_) {
+    env_escape_ = false;
+    // An escaped key is never taken for "items" (the raw bytes differ);
+    // it then stays in the envelope, where DecodeList sees it.
+    if (key_state_ == KeyState::kInKey) key_.push_back('\\');
+  } else if (c == '\\') {
+    env_escape_ = true;
+  } else if (c == '"') {
+    env_in_string_ = false;
+    if (key_state_ == KeyState::kInKey) key_state_ = KeyState::kAfterKey;
+  } else if (key_state_ == KeyState::kInKey && key_.size() <= 5) {
+    key_.push_back(c);
+  }
+}
+
+// An opening bracket `c` ('[' or '{') at p outside strings. Returns where
+// ScanEnvelope stops when this is the top-level "items" array (after it,
+// or end on a duplicate), else nullptr after entering the container.
+const char* ListItemSplitter::EnvelopeOpen(char c, const char* p,
+                                           const char* end) {
+  if (env_depth_ == 1 && key_state_ == KeyState::kExpectValue) {
+    key_state_ = KeyState::kValue;
+    if (c == '[' && key_ == "items") {
+      if (found_items_) {
+        // Feed returns status_, which Fail sets.
+        Fail("duplicate top-level \"items\" member").IgnoreError();
+        return end;
+      }
+      found_items_ = true;
+      phase_ = Phase::kBeforeItem;
+      return p + 1;
+    }
+  }
+  ++env_depth_;
+  if (env_depth_ == 1 && c == '{') key_state_ = KeyState::kExpectKey;
+  return nullptr;
+}
+
 const char* ListItemSplitter::ScanEnvelope(const char* p, const char* end) {
   // The envelope is small (kind, apiVersion, metadata): a plain byte loop.
   for (; p < end; ++p) {
     const char c = *p;
     envelope_.push_back(c);
     if (env_in_string_) {
-      if (env_escape_) {
-        env_escape_ = false;
-        // An escaped key is never taken for "items" (the raw bytes differ);
-        // it then stays in the envelope, where DecodeList sees it.
-        if (key_state_ == KeyState::kInKey) key_.push_back('\\');
-      } else if (c == '\\') {
-        env_escape_ = true;
-      } else if (c == '"') {
-        env_in_string_ = false;
-        if (key_state_ == KeyState::kInKey) key_state_ = KeyState::kAfterKey;
-      } else if (key_state_ == KeyState::kInKey && key_.size() <= 5) {
-        key_.push_back(c);
-      }
+      EnvelopeStringByte(c);
       continue;
     }
     if (IsSpace(c)) continue;
@@ -159,21 +241,7 @@ const char* ListItemSplitter::ScanEnvelope(const char* p, const char* end) {
         break;
       case '[':
       case '{':
-        if (member_level && key_state_ == KeyState::kExpectValue) {
-          key_state_ = KeyState::kValue;
-          if (c == '[' && key_ == "items") {
-            if (found_items_) {
-              // Feed returns status_, which Fail sets.
-              Fail("duplicate top-level \"items\" member").IgnoreError();
-              return end;
-            }
-            found_items_ = true;
-            phase_ = Phase::kBeforeItem;
-            return p + 1;
-          }
-        }
-        ++env_depth_;
-        if (env_depth_ == 1 && c == '{') key_state_ = KeyState::kExpectKey;
+        if (const char* stop = EnvelopeOpen(c, p, end)) return stop;
         break;
       case '}':
       case ']':
@@ -210,59 +278,21 @@ const char* ListItemSplitter::ScanItem(const char* p, const char* end) {
     if (p < end) phase_ = Phase::kAfterItem;
     return p;
   }
-  int depth = item_depth_;
-  bool in_string = item_in_string_;
-  bool escape = item_escape_;
+  // Locals, not members, in the hot loop: they stay in registers.
+  ItemScanState st{item_depth_, item_in_string_, item_escape_};
   while (p < end) {
 #ifdef __SSE2__
-    // Fast path, 64 bytes at a time (simdjson's stage-1 technique): escaped
-    // characters from the backslash runs, the string mask from the prefix
-    // XOR of the unescaped quotes; only brackets outside strings are then
-    // looked at one by one.
-    if (depth > 0 && end - p >= 64) {
-      constexpr uint64_t kEven = 0x5555555555555555ULL;
-      const BlockMasks m = ClassifyBlock(p);
-      const uint64_t prev_escaped = escape ? 1 : 0;
-      const uint64_t backslash = m.backslash & ~prev_escaped;
-      const uint64_t follows_escape = (backslash << 1) | prev_escaped;
-      // Runs of backslashes starting on an odd bit, added to the backslashes
-      // so that the carry ripples through each run: the parity of each
-      // run's length decides which character after it is escaped.
-      const uint64_t odd_starts = backslash & ~kEven & ~follows_escape;
-      uint64_t even_starts = 0;
-      const bool carry =
-          __builtin_add_overflow(odd_starts, backslash, &even_starts);
-      const uint64_t escaped = (kEven ^ (even_starts << 1)) & follows_escape;
-      const uint64_t inside = PrefixXor(m.quote & ~escaped) ^
-                              (in_string ? ~uint64_t{0} : uint64_t{0});
-      uint64_t brackets = (m.open | m.close) & ~inside;
-      bool done = false;
-      while (brackets != 0) {
-        const int i = __builtin_ctzll(brackets);
-        if ((m.open >> i) & 1) {
-          ++depth;
-        } else if (--depth == 0) {
-          p += i + 1;
-          in_string = false;
-          escape = false;
-          done = true;
-          break;
-        }
-        brackets &= brackets - 1;
-      }
-      if (done) {
+    if (st.depth > 0 && end - p >= 64) {
+      if (ScanItemBlock64(p, st)) {
         phase_ = Phase::kAfterItem;
         break;
       }
-      in_string = (inside >> 63) != 0;
-      escape = carry;
-      p += 64;
       continue;
     }
 #endif
-    if (in_string) {
-      if (escape) {
-        escape = false;
+    if (st.in_string) {
+      if (st.escape) {
+        st.escape = false;
         ++p;
         continue;
       }
@@ -270,11 +300,11 @@ const char* ListItemSplitter::ScanItem(const char* p, const char* end) {
       if (p == end) break;
       ++p;
       if (p[-1] == '\\') {
-        escape = true;
+        st.escape = true;
         continue;
       }
-      in_string = false;
-      if (depth == 0) {  // the item was a string
+      st.in_string = false;
+      if (st.depth == 0) {  // the item was a string
         phase_ = Phase::kAfterItem;
         break;
       }
@@ -283,19 +313,19 @@ const char* ListItemSplitter::ScanItem(const char* p, const char* end) {
     const unsigned char cls = kByteClasses.c[static_cast<unsigned char>(*p)];
     ++p;
     if (cls == kQuote) {
-      in_string = true;
+      st.in_string = true;
     } else if (cls == kOpen) {
-      ++depth;
+      ++st.depth;
     } else if (cls == kClose) {
-      if (--depth == 0) {
+      if (--st.depth == 0) {
         phase_ = Phase::kAfterItem;
         break;
       }
     }
   }
-  item_depth_ = depth;
-  item_in_string_ = in_string;
-  item_escape_ = escape;
+  item_depth_ = st.depth;
+  item_in_string_ = st.in_string;
+  item_escape_ = st.escape;
   return p;
 }
 

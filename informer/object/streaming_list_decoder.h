@@ -87,6 +87,9 @@ class ListItemSplitter {
   // Each returns the position after what it consumed in [p, end).
   const char* ScanEnvelope(const char* p, const char* end);
   const char* ScanItem(const char* p, const char* end);
+  // ScanEnvelope's byte handlers (see the .cc).
+  void EnvelopeStringByte(char c);
+  const char* EnvelopeOpen(char c, const char* p, const char* end);
   absl::Status Fail(absl::string_view what);
 
   ItemFn on_item_;
