@@ -105,6 +105,71 @@ absl::StatusOr<rapidjson::Value*> Parent(rapidjson::Value& root,
   return cur;
 }
 
+// A JSON patch op on member `key` of object `obj`; `value` is the op's
+// value (null for remove), `path` its path (for errors).
+absl::Status PatchObjectMember(rapidjson::Value& obj, const std::string& kind,
+                               const std::string& key,
+                               const rapidjson::Value* value, const char* path,
+                               rapidjson::Document::AllocatorType& alloc) {
+  auto it = obj.FindMember(rapidjson::StringRef(key.data(), key.size()));
+  bool exists = it != obj.MemberEnd();
+  if (kind == "add" || (kind == "replace" && exists)) {
+    if (exists) {
+      it->value.CopyFrom(*value, alloc);
+    } else {
+      obj.AddMember(rapidjson::Value(key.c_str(), alloc),
+                    rapidjson::Value(*value, alloc), alloc);
+    }
+    return absl::OkStatus();
+  }
+  if (kind == "remove" && exists) {
+    obj.EraseMember(it);
+    return absl::OkStatus();
+  }
+  if (kind == "test" && exists) {
+    if (it->value == *value) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("test failed at ", path));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(kind, ": path not found: ", path));
+}
+
+// A JSON patch op on element `index` ("-": past the end) of array `arr`.
+absl::Status PatchArrayElement(rapidjson::Value& arr, const std::string& kind,
+                               const std::string& index,
+                               const rapidjson::Value* value,
+                               rapidjson::Document::AllocatorType& alloc) {
+  size_t idx = arr.Size();
+  if (index != "-" && (!absl::SimpleAtoi(index, &idx) || idx > arr.Size())) {
+    return absl::InvalidArgumentError(absl::StrCat("bad index: ", index));
+  }
+  if (kind == "add") {
+    // Appended, then swapped down into place.
+    arr.PushBack(rapidjson::Value(*value, alloc), alloc);
+    for (size_t i = arr.Size() - 1; i > idx; --i) {
+      arr[static_cast<rapidjson::SizeType>(i)].Swap(
+          arr[static_cast<rapidjson::SizeType>(i - 1)]);
+    }
+    return absl::OkStatus();
+  }
+  if (idx >= arr.Size())
+    return absl::InvalidArgumentError("index out of range");
+  rapidjson::Value& elem = arr[static_cast<rapidjson::SizeType>(idx)];
+  if (kind == "replace") {
+    elem.CopyFrom(*value, alloc);
+    return absl::OkStatus();
+  }
+  if (kind == "remove") {
+    arr.Erase(arr.Begin() + idx);
+    return absl::OkStatus();
+  }
+  if (kind == "test") {
+    if (elem == *value) return absl::OkStatus();
+    return absl::InvalidArgumentError("test failed");
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unsupported op: ", kind));
+}
+
 absl::Status JsonPatchOp(rapidjson::Document& doc, const rapidjson::Value& op) {
   if (!op.IsObject() || !op.HasMember("op") || !op["op"].IsString() ||
       !op.HasMember("path") || !op["path"].IsString()) {
@@ -134,58 +199,10 @@ absl::Status JsonPatchOp(rapidjson::Document& doc, const rapidjson::Value& op) {
     return absl::InvalidArgumentError(absl::StrCat(kind, " needs a value"));
   }
   if (p.IsObject()) {
-    auto it = p.FindMember(rapidjson::StringRef(last.data(), last.size()));
-    bool exists = it != p.MemberEnd();
-    if (kind == "add" || (kind == "replace" && exists)) {
-      if (exists) {
-        it->value.CopyFrom(*value, alloc);
-      } else {
-        p.AddMember(rapidjson::Value(last.c_str(), alloc),
-                    rapidjson::Value(*value, alloc), alloc);
-      }
-      return absl::OkStatus();
-    }
-    if (kind == "remove" && exists) {
-      p.EraseMember(it);
-      return absl::OkStatus();
-    }
-    if (kind == "test" && exists) {
-      if (it->value == *value) return absl::OkStatus();
-      return absl::InvalidArgumentError(
-          absl::StrCat("test failed at ", op["path"].GetString()));
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(kind, ": path not found: ", op["path"].GetString()));
+    return PatchObjectMember(p, kind, last, value, op["path"].GetString(),
+                             alloc);
   }
-  if (p.IsArray()) {
-    size_t idx = p.Size();
-    if (last != "-" && (!absl::SimpleAtoi(last, &idx) || idx > p.Size())) {
-      return absl::InvalidArgumentError(absl::StrCat("bad index: ", last));
-    }
-    if (kind == "add") {
-      p.PushBack(rapidjson::Value(*value, alloc), alloc);
-      for (size_t i = p.Size() - 1; i > idx; --i) {
-        p[static_cast<rapidjson::SizeType>(i)].Swap(
-            p[static_cast<rapidjson::SizeType>(i - 1)]);
-      }
-      return absl::OkStatus();
-    }
-    if (idx >= p.Size())
-      return absl::InvalidArgumentError("index out of range");
-    rapidjson::Value& elem = p[static_cast<rapidjson::SizeType>(idx)];
-    if (kind == "replace") {
-      elem.CopyFrom(*value, alloc);
-      return absl::OkStatus();
-    }
-    if (kind == "remove") {
-      p.Erase(p.Begin() + idx);
-      return absl::OkStatus();
-    }
-    if (kind == "test") {
-      if (elem == *value) return absl::OkStatus();
-      return absl::InvalidArgumentError("test failed");
-    }
-  }
+  if (p.IsArray()) return PatchArrayElement(p, kind, last, value, alloc);
   return absl::InvalidArgumentError(absl::StrCat("unsupported op: ", kind));
 }
 

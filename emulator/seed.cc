@@ -169,20 +169,34 @@ absl::Status SeedPods(ObjectStore& store, const ResourceRegistry& registry,
   return absl::OkStatus();
 }
 
-absl::Status SeedDemo(ObjectStore& store, const ResourceRegistry& registry) {
-  const ResourceInfo& namespaces = MustFind(registry, "namespaces");
-  const ResourceInfo& nodes = MustFind(registry, "nodes");
-  const ResourceInfo& deployments = MustFind(registry, "deployments.apps");
-  const ResourceInfo& replicasets = MustFind(registry, "replicasets.apps");
-  const ResourceInfo& pods = MustFind(registry, "pods");
-  const ResourceInfo& configmaps = MustFind(registry, "configmaps");
+namespace {
+
+// The built-in resources the demo seeds, looked up once.
+struct DemoResources {
+  const ResourceInfo& namespaces;
+  const ResourceInfo& nodes;
+  const ResourceInfo& deployments;
+  const ResourceInfo& replicasets;
+  const ResourceInfo& pods;
+  const ResourceInfo& configmaps;
+};
+
+// One demo application: a ConfigMap, a Deployment, its ReplicaSet and pods.
+struct DemoApp {
+  const char* ns;
+  const char* name;
+  int replicas;
+};
+
+absl::Status SeedDemoNamespacesAndNodes(ObjectStore& store,
+                                        const DemoResources& res) {
   for (absl::string_view ns : {"default", "kube-system", "demo", "shop"}) {
-    auto s = Ensure(store, namespaces, "", NamespaceJson(ns));
+    auto s = Ensure(store, res.namespaces, "", NamespaceJson(ns));
     if (!s.ok()) return s.status();
   }
   for (int i = 1; i <= 3; ++i) {
     auto s = Ensure(
-        store, nodes, "",
+        store, res.nodes, "",
         absl::StrCat("{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{"
                      "\"name\":\"node-",
                      i, "\",\"labels\":{\"kubernetes.io/hostname\":\"node-", i,
@@ -192,62 +206,78 @@ absl::Status SeedDemo(ObjectStore& store, const ResourceRegistry& registry) {
                      "\"Ready\",\"status\":\"True\"}]}}"));
     if (!s.ok()) return s.status();
   }
-  struct App {
-    const char* ns;
-    const char* name;
-    int replicas;
-  };
-  const App apps[] = {{"demo", "web", 3},
-                      {"demo", "api", 2},
-                      {"shop", "cart", 2},
-                      {"shop", "checkout", 1}};
-  int app_index = 0;
-  for (const App& app : apps) {
-    ++app_index;
-    auto cm =
-        Ensure(store, configmaps, app.ns,
-               absl::StrCat(
-                   "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":"
+  return absl::OkStatus();
+}
+
+// Seeds `app` (the `app_index`th, from 1: it spreads names, nodes and pod
+// IPs). A Deployment seeded before leaves its ReplicaSet and pods alone.
+absl::Status SeedDemoApp(ObjectStore& store, const DemoResources& res,
+                         const DemoApp& app, int app_index) {
+  auto cm = Ensure(
+      store, res.configmaps, app.ns,
+      absl::StrCat("{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":"
                    "{\"name\":\"",
                    app.name, "-config\",\"labels\":{\"app\":\"", app.name,
                    "\"}},\"data\":{\"LOG_LEVEL\":\"info\",\"tick\":\"0\"}}"));
-    if (!cm.ok()) return cm.status();
-    auto dep = Ensure(
-        store, deployments, app.ns,
-        absl::StrCat("{\"kind\":\"Deployment\",\"apiVersion\":\"apps/v1\","
-                     "\"metadata\":{\"name\":\"",
-                     app.name, "\",\"labels\":{\"app\":\"", app.name,
-                     "\"}},\"spec\":{\"replicas\":", app.replicas,
-                     ",\"selector\":{\"matchLabels\":{\"app\":\"", app.name,
-                     "\"}}},\"status\":{\"replicas\":", app.replicas,
-                     ",\"readyReplicas\":", app.replicas, "}}"));
-    if (!dep.ok()) return dep.status();
-    if (*dep == nullptr) continue;  // seeded before
-    std::string rs_name = absl::StrCat(app.name, "-5d8f7c", app_index);
-    auto rs = Ensure(
-        store, replicasets, app.ns,
-        absl::StrCat("{\"kind\":\"ReplicaSet\",\"apiVersion\":\"apps/v1\","
-                     "\"metadata\":{\"name\":\"",
-                     rs_name, "\",\"labels\":{\"app\":\"", app.name,
-                     "\"},\"ownerReferences\":",
-                     OwnerRef("apps/v1", "Deployment", app.name, (*dep)->uid),
-                     "},\"spec\":{\"replicas\":", app.replicas,
-                     "},\"status\":{\"replicas\":", app.replicas, "}}"));
-    if (!rs.ok()) return rs.status();
-    for (int i = 0; i < app.replicas; ++i) {
-      PodParams p;
-      p.ns = app.ns;
-      p.name = absl::StrCat(rs_name, "-", "p", i);
-      p.node = absl::StrCat("node-", 1 + (app_index + i) % 3);
-      p.app = app_index;
-      p.owner_kind = "ReplicaSet";
-      p.owner_name = rs_name;
-      p.owner_uid = (*rs)->uid;
-      p.pod_ip = absl::StrCat("10.244.", 1 + (app_index + i) % 3, ".",
-                              10 * app_index + i);
-      auto pod = Ensure(store, pods, app.ns, PodJson(p));
-      if (!pod.ok()) return pod.status();
-    }
+  if (!cm.ok()) return cm.status();
+  auto dep = Ensure(
+      store, res.deployments, app.ns,
+      absl::StrCat("{\"kind\":\"Deployment\",\"apiVersion\":\"apps/v1\","
+                   "\"metadata\":{\"name\":\"",
+                   app.name, "\",\"labels\":{\"app\":\"", app.name,
+                   "\"}},\"spec\":{\"replicas\":", app.replicas,
+                   ",\"selector\":{\"matchLabels\":{\"app\":\"", app.name,
+                   "\"}}},\"status\":{\"replicas\":", app.replicas,
+                   ",\"readyReplicas\":", app.replicas, "}}"));
+  if (!dep.ok()) return dep.status();
+  if (*dep == nullptr) return absl::OkStatus();  // seeded before
+  std::string rs_name = absl::StrCat(app.name, "-5d8f7c", app_index);
+  auto rs = Ensure(
+      store, res.replicasets, app.ns,
+      absl::StrCat("{\"kind\":\"ReplicaSet\",\"apiVersion\":\"apps/v1\","
+                   "\"metadata\":{\"name\":\"",
+                   rs_name, "\",\"labels\":{\"app\":\"", app.name,
+                   "\"},\"ownerReferences\":",
+                   OwnerRef("apps/v1", "Deployment", app.name, (*dep)->uid),
+                   "},\"spec\":{\"replicas\":", app.replicas,
+                   "},\"status\":{\"replicas\":", app.replicas, "}}"));
+  if (!rs.ok()) return rs.status();
+  for (int i = 0; i < app.replicas; ++i) {
+    PodParams p;
+    p.ns = app.ns;
+    p.name = absl::StrCat(rs_name, "-", "p", i);
+    p.node = absl::StrCat("node-", 1 + (app_index + i) % 3);
+    p.app = app_index;
+    p.owner_kind = "ReplicaSet";
+    p.owner_name = rs_name;
+    p.owner_uid = (*rs)->uid;
+    p.pod_ip = absl::StrCat("10.244.", 1 + (app_index + i) % 3, ".",
+                            10 * app_index + i);
+    auto pod = Ensure(store, res.pods, app.ns, PodJson(p));
+    if (!pod.ok()) return pod.status();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SeedDemo(ObjectStore& store, const ResourceRegistry& registry) {
+  const DemoResources res{MustFind(registry, "namespaces"),
+                          MustFind(registry, "nodes"),
+                          MustFind(registry, "deployments.apps"),
+                          MustFind(registry, "replicasets.apps"),
+                          MustFind(registry, "pods"),
+                          MustFind(registry, "configmaps")};
+  absl::Status st = SeedDemoNamespacesAndNodes(store, res);
+  if (!st.ok()) return st;
+  const DemoApp apps[] = {{"demo", "web", 3},
+                          {"demo", "api", 2},
+                          {"shop", "cart", 2},
+                          {"shop", "checkout", 1}};
+  int app_index = 0;
+  for (const DemoApp& app : apps) {
+    st = SeedDemoApp(store, res, app, ++app_index);
+    if (!st.ok()) return st;
   }
   return absl::OkStatus();
 }

@@ -15,8 +15,10 @@
 #include <glog/logging.h>
 
 #include <atomic>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -100,43 +102,92 @@ int RunAgainstCluster(const informer::client::RestConfig& config) {
   return 0;
 }
 
-}  // namespace
+// What the demo source's pods are spread over.
+constexpr const char* kNodes[] = {"node-a", "node-b", "node-c"};
+constexpr const char* kApps[] = {"web", "api", "cache"};
 
-int main(int argc, char** argv) {
-  informer::InitProgram(
-      argc, argv,
-      "lists and watches a resource with a shared informer and prints every "
-      "notification: on the cluster of --kubeconfig / $KUBECONFIG / "
-      "in-cluster config / ~/.kube/config, else on an in-process demo "
-      "source that changes every second.");
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  if (!absl::GetFlag(FLAGS_demo)) {
-    informer::client::ConnectionFlags conn;
-    conn.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
-    conn.overrides.context = absl::GetFlag(FLAGS_context);
-    absl::StatusOr<informer::client::RestConfig> config =
-        informer::client::LoadRestConfig(conn);
-    if (config.ok()) return RunAgainstCluster(*config);
-    if (!conn.kubeconfig.empty() || !conn.overrides.context.empty()) {
-      LOG(ERROR) << "informer_demo: " << config.status();
-      return 1;
-    }
-    LOG(INFO) << "informer_demo: no cluster configured ("
-              << config.status().message() << ")";
+// Runs against the configured cluster, if any: its exit code, or nullopt
+// when no cluster is configured (the demo source runs instead).
+std::optional<int> MaybeRunAgainstCluster() {
+  informer::client::ConnectionFlags conn;
+  conn.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
+  conn.overrides.context = absl::GetFlag(FLAGS_context);
+  absl::StatusOr<informer::client::RestConfig> config =
+      informer::client::LoadRestConfig(conn);
+  if (config.ok()) return RunAgainstCluster(*config);
+  // A kubeconfig or context asked for by flag must load; only the
+  // defaults may be missing.
+  if (!conn.kubeconfig.empty() || !conn.overrides.context.empty()) {
+    LOG(ERROR) << "informer_demo: " << config.status();
+    return 1;
   }
+  LOG(INFO) << "informer_demo: no cluster configured ("
+            << config.status().message() << ")";
+  return std::nullopt;
+}
+
+// One change on the demo source per tick: a delete, an add or a
+// relabel/move, in turn; `next` is the next new pod's number.
+void ChangeDemoSource(informer::FakeSource& source, std::mt19937& rng, int tick,
+                      int& next) {
+  const int victim = static_cast<int>(rng() % std::max(next, 1));
+  const std::string name = absl::StrCat("pod-", victim);
+  switch (tick % 4) {
+    case 0:
+      (void)source.Delete("demo", name);
+      break;
+    case 1: {
+      const int id = next++;
+      (void)source.Add("demo", absl::StrCat("pod-", id),
+                       {{"app", kApps[id % 3]}}, kNodes[id % 3]);
+      break;
+    }
+    default:
+      (void)source.Modify("demo", name, {{"app", kApps[rng() % 3]}},
+                          kNodes[rng() % 3]);
+      break;
+  }
+}
+
+void PrintPodsByNode(informer::SharedIndexInformer& pods) {
+  for (const char* node : kNodes) {
+    auto on_node = pods.GetIndexer().ByIndex(
+        informer::FieldIndexName("spec.nodeName"), node);
+    std::printf("--- index spec.nodeName=%s: %zu pods ---\n", node,
+                on_node.ok() ? on_node->size() : 0);
+  }
+}
+
+// Changes the source every --tick until --duration or a signal; once a
+// minute it "restarts" (the 410-driven relist), every ten ticks the
+// indexed view is printed.
+void DriveDemoSource(informer::FakeSource& source,
+                     informer::SharedIndexInformer& pods) {
+  std::mt19937 rng(42);
+  const absl::Time deadline = Deadline();
+  int next = absl::GetFlag(FLAGS_pods);
+  for (int tick = 1; !g_stop && absl::Now() < deadline; ++tick) {
+    absl::SleepFor(absl::GetFlag(FLAGS_tick));
+    ChangeDemoSource(source, rng, tick, next);
+    if (tick % 60 == 0) {
+      std::printf(
+          "--- demo source restarts: history compacted, watches cut "
+          "---\n");
+      source.CompactHistory();
+      source.BreakWatches(absl::UnavailableError("demo restart"));
+    }
+    if (tick % 10 == 0) PrintPodsByNode(pods);
+  }
+}
+
+int RunDemo() {
   LOG(INFO) << "informer_demo: running against an in-process demo source "
                "(no cluster needed)";
-
   informer::FakeSource source(/*history_limit=*/200);
-  const char* kNodes[] = {"node-a", "node-b", "node-c"};
-  const char* kApps[] = {"web", "api", "cache"};
-  std::mt19937 rng(42);
   for (int i = 0; i < absl::GetFlag(FLAGS_pods); ++i) {
-    (void)source.Add("demo", absl::StrCat("pod-", i),
-                     {{"app", kApps[i % 3]}}, kNodes[i % 3]);
+    (void)source.Add("demo", absl::StrCat("pod-", i), {{"app", kApps[i % 3]}},
+                     kNodes[i % 3]);
   }
-
   informer::SharedIndexInformer::Options opts;
   opts.name = "pods";
   opts.indexers[informer::FieldIndexName("spec.nodeName")] =
@@ -152,44 +203,25 @@ int main(int argc, char** argv) {
   }
   pods.WaitForSync(absl::Seconds(10));
   std::printf("--- cache synced: %zu pods ---\n", pods.GetIndexer().Size());
-
-  const absl::Time deadline = Deadline();
-  int next = absl::GetFlag(FLAGS_pods);
-  for (int tick = 1; !g_stop && absl::Now() < deadline; ++tick) {
-    absl::SleepFor(absl::GetFlag(FLAGS_tick));
-    const int victim = static_cast<int>(rng() % std::max(next, 1));
-    const std::string name = absl::StrCat("pod-", victim);
-    switch (tick % 4) {
-      case 0:
-        (void)source.Delete("demo", name);
-        break;
-      case 1: {
-        const int id = next++;
-        (void)source.Add("demo", absl::StrCat("pod-", id),
-                         {{"app", kApps[id % 3]}}, kNodes[id % 3]);
-        break;
-      }
-      default:
-        (void)source.Modify("demo", name, {{"app", kApps[rng() % 3]}},
-                            kNodes[rng() % 3]);
-        break;
-    }
-    if (tick % 60 == 0) {
-      std::printf("--- demo source restarts: history compacted, watches cut "
-                  "---\n");
-      source.CompactHistory();
-      source.BreakWatches(absl::UnavailableError("demo restart"));
-    }
-    if (tick % 10 == 0) {
-      for (const char* node : kNodes) {
-        auto on_node = pods.GetIndexer().ByIndex(
-            informer::FieldIndexName("spec.nodeName"), node);
-        std::printf("--- index spec.nodeName=%s: %zu pods ---\n", node,
-                    on_node.ok() ? on_node->size() : 0);
-      }
-    }
-  }
+  DriveDemoSource(source, pods);
   pods.Stop();
   LOG(INFO) << "informer_demo: stopped";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  informer::InitProgram(
+      argc, argv,
+      "lists and watches a resource with a shared informer and prints every "
+      "notification: on the cluster of --kubeconfig / $KUBECONFIG / "
+      "in-cluster config / ~/.kube/config, else on an in-process demo "
+      "source that changes every second.");
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  if (!absl::GetFlag(FLAGS_demo)) {
+    if (std::optional<int> code = MaybeRunAgainstCluster()) return *code;
+  }
+  return RunDemo();
 }

@@ -26,6 +26,78 @@ void OnParkedClosed(evhttp_connection* /*conn*/, void* arg) {
   }
 }
 
+// Where a list reads: the state's resourceVersion (0: the current state),
+// the page size and the key to start after, or that it must wait.
+struct ListBounds {
+  int64_t rv = 0;
+  int64_t limit = 0;
+  std::string start_after;
+  // The cache is behind the requested resourceVersion: park the request
+  // until it reaches `park_rv`.
+  bool park = false;
+  int64_t park_rv = 0;
+};
+
+// The API server's resourceVersion semantics for lists: a continue token
+// pins its page's state; "0" is any state, served whole as the watch cache
+// does; a resourceVersion with match Exact (or, unset, with a limit) pins
+// that state, otherwise it is a floor ("not older than").
+ListBounds ResolveListBounds(const RequestOptions& o, const std::string& prefix,
+                             const ResourceCache& cache) {
+  ListBounds b;
+  b.limit = o.limit;
+  if (o.has_continue) {
+    b.rv = o.continue_token.rv < 0 ? 0 : o.continue_token.rv;
+    b.start_after = absl::StrCat(prefix, o.continue_token.start);
+  } else if (!o.resource_version.empty() && o.rv == 0) {
+    b.limit = 0;
+  } else if (!o.resource_version.empty()) {
+    bool exact = o.resource_version_match == "Exact" ||
+                 (o.resource_version_match.empty() && b.limit > 0);
+    if (o.rv > cache.resource_version()) {
+      b.park = true;
+      b.park_rv = o.rv;
+      return b;
+    }
+    if (exact) b.rv = o.rv;
+  }
+  return b;
+}
+
+// The list's ListMeta object: resourceVersion, and for a partial page the
+// continue token and (when it can be counted) remainingItemCount.
+std::string ListMeta(const ResourceCache::Page& page, const std::string& prefix,
+                     bool selectors, bool metadata_only) {
+  std::string meta = absl::StrCat(R"({"resourceVersion":")", page.rv, "\"");
+  if (page.more && !page.objects.empty()) {
+    absl::string_view last = page.objects.back()->Key();
+    last.remove_prefix(prefix.size());
+    absl::StrAppend(&meta, R"(,"continue":")",
+                    EncodeContinue(ContinueToken{page.rv, std::string(last)}),
+                    "\"");
+    // PartialObjectMetadataList carries no remainingItemCount (the API
+    // server drops it in the conversion).
+    if (!selectors && !metadata_only) {
+      absl::StrAppend(&meta, R"(,"remainingItemCount":)", page.remaining);
+    }
+  }
+  absl::StrAppend(&meta, "}");
+  return meta;
+}
+
+// The list document up to its items array's opening bracket.
+std::string ListHead(const ObjectForm& form, absl::string_view kind,
+                     absl::string_view group_version, const std::string& meta) {
+  if (form.metadata_only) {
+    return absl::StrCat(
+        R"({"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":)",
+        meta, R"(,"items":[)");
+  }
+  return absl::StrCat(R"({"kind":)", JsonQuote(absl::StrCat(kind, "List")),
+                      R"(,"apiVersion":)", JsonQuote(group_version),
+                      R"(,"metadata":)", meta, R"(,"items":[)");
+}
+
 }  // namespace
 
 bool KubeApiServer::HandleList(Request& r) {
@@ -33,24 +105,11 @@ bool KubeApiServer::HandleList(Request& r) {
   const RequestOptions& o = r.opts;
   const std::string prefix =
       r.path.namespace_.empty() ? "" : absl::StrCat(r.path.namespace_, "/");
-  int64_t rv = 0;  // 0: the current state
-  int64_t limit = o.limit;
-  std::string start_after;
-  if (o.has_continue) {
-    rv = o.continue_token.rv < 0 ? 0 : o.continue_token.rv;
-    start_after = absl::StrCat(prefix, o.continue_token.start);
-  } else if (!o.resource_version.empty() && o.rv == 0) {
-    limit = 0;  // "0": any state, served whole as the watch cache does
-  } else if (!o.resource_version.empty()) {
-    bool exact = o.resource_version_match == "Exact" ||
-                 (o.resource_version_match.empty() && limit > 0);
-    int64_t current = s->cache->resource_version();
-    if (o.rv > current) {
-      // Wait (parked, on this thread's event loop) for the cache.
-      Park(r, o.rv, options_.not_older_than_wait);
-      return false;
-    }
-    if (exact) rv = o.rv;
+  ListBounds b = ResolveListBounds(o, prefix, *s->cache);
+  if (b.park) {
+    // Wait (parked, on this thread's event loop) for the cache.
+    Park(r, b.park_rv, options_.not_older_than_wait);
+    return false;
   }
   const bool selectors = !o.label_selector.Empty() || !o.field_selector.Empty();
   std::function<bool(const informer::Object&)> match;
@@ -60,49 +119,42 @@ bool KubeApiServer::HandleList(Request& r) {
     };
   }
   absl::StatusOr<ResourceCache::Page> page =
-      s->cache->List(rv, prefix, start_after, limit, match,
-                     /*count_remaining=*/!selectors && limit > 0);
+      s->cache->List(b.rv, prefix, b.start_after, b.limit, match,
+                     /*count_remaining=*/!selectors && b.limit > 0);
   if (!page.ok()) {
-    if (o.has_continue) {
-      ReplyStatus(r.req, s, r.verb,
-                  ContinueExpiredStatus(EncodeContinue(
-                      ContinueToken{-1, o.continue_token.start})));
-    } else if (absl::IsOutOfRange(page.status())) {
-      ReplyStatus(r.req, s, r.verb, ListTooOldStatus());
-    } else {
-      ReplyStatus(
-          r.req, s, r.verb,
-          TooLargeResourceVersionStatus(rv, s->cache->resource_version()));
-    }
+    ReplyListError(r, page.status(), b.rv);
     return true;
   }
-  std::string meta = absl::StrCat(R"({"resourceVersion":")", page->rv, "\"");
-  if (page->more && !page->objects.empty()) {
-    absl::string_view last = page->objects.back()->Key();
-    last.remove_prefix(prefix.size());
-    absl::StrAppend(&meta, R"(,"continue":")",
-                    EncodeContinue(ContinueToken{page->rv, std::string(last)}),
-                    "\"");
-    // PartialObjectMetadataList carries no remainingItemCount (the API
-    // server drops it in the conversion).
-    if (!selectors && !r.form.metadata_only) {
-      absl::StrAppend(&meta, R"(,"remainingItemCount":)", page->remaining);
-    }
+  ReplyList(r, *page, ListMeta(*page, prefix, selectors, r.form.metadata_only));
+  return true;
+}
+
+void KubeApiServer::ReplyListError(Request& r, const absl::Status& error,
+                                   int64_t rv) {
+  Served* s = r.served;
+  if (r.opts.has_continue) {
+    // The page's state is gone: 410 with a token that lists afresh from
+    // where the client was.
+    ReplyStatus(r.req, s, r.verb,
+                ContinueExpiredStatus(EncodeContinue(
+                    ContinueToken{-1, r.opts.continue_token.start})));
+  } else if (absl::IsOutOfRange(error)) {
+    ReplyStatus(r.req, s, r.verb, ListTooOldStatus());
+  } else {
+    ReplyStatus(
+        r.req, s, r.verb,
+        TooLargeResourceVersionStatus(rv, s->cache->resource_version()));
   }
-  absl::StrAppend(&meta, "}");
+}
+
+void KubeApiServer::ReplyList(Request& r, const ResourceCache::Page& page,
+                              const std::string& meta) {
+  Served* s = r.served;
   evbuffer* body = evbuffer_new();
-  std::string head =
-      r.form.metadata_only
-          ? absl::StrCat(
-                R"({"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":)",
-                meta, R"(,"items":[)")
-          : absl::StrCat(R"({"kind":)",
-                         JsonQuote(absl::StrCat(s->api.kind, "List")),
-                         R"(,"apiVersion":)", JsonQuote(s->group_version),
-                         R"(,"metadata":)", meta, R"(,"items":[)");
+  std::string head = ListHead(r.form, s->api.kind, s->group_version, meta);
   evbuffer_add(body, head.data(), head.size());
   bool first = true;
-  for (const informer::ObjectPtr& obj : page->objects) {
+  for (const informer::ObjectPtr& obj : page.objects) {
     if (!first) evbuffer_add(body, ",", 1);
     first = false;
     AppendObject(r.form, obj, /*type_meta=*/false, 0, body);
@@ -110,7 +162,6 @@ bool KubeApiServer::HandleList(Request& r) {
   evbuffer_add(body, "]}", 2);
   Reply(r.req, s, r.verb, 200, body);
   evbuffer_free(body);
-  return true;
 }
 
 void KubeApiServer::Park(Request& r, int64_t want_rv, absl::Duration wait) {

@@ -214,8 +214,25 @@ absl::Status KubeApiServer::Start() {
   base_ = event_base_new();
   if (base_ == nullptr) return absl::InternalError("event_base_new failed");
   wake_ = event_new(base_, -1, 0, &KubeApiServer::OnWake, this);
+  NewHttp();
+  absl::Status listening = Listen();
+  if (!listening.ok()) return listening;
+  absl::Status subscribed = SubscribeCaches();
+  if (!subscribed.ok()) return subscribed;
+  StartParkedTick();
+  loop_ =
+      std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
+  LOG(INFO) << "Kubernetes API facade serving " << served_.size()
+            << " resources on " << (ssl_ctx_ ? "https://" : "http://")
+            << advertised_;
+  return absl::OkStatus();
+}
+
+void KubeApiServer::NewHttp() {
   http_ = evhttp_new(base_);
   evhttp_set_gencb(http_, &KubeApiServer::OnRequest, this);
+  // Writes are let through to the handler, which answers them 405 as the
+  // facade is read-only (libevent would answer 501 itself).
   evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
                                         EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                         EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
@@ -227,6 +244,9 @@ absl::Status KubeApiServer::Start() {
   if (ssl_ctx_ != nullptr) {
     evhttp_set_bevcb(http_, &NewTlsBufferevent, ssl_ctx_);
   }
+}
+
+absl::Status KubeApiServer::Listen() {
   size_t colon = options_.listen.rfind(':');
   std::string host = options_.listen.substr(0, colon);
   if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
@@ -241,6 +261,7 @@ absl::Status KubeApiServer::Start() {
         absl::StrCat("--kube_api_listen=", options_.listen, ": cannot listen (",
                      strerror(errno), ")"));
   }
+  // The bound port (the listen address may ask for port 0).
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   getsockname(evhttp_bound_socket_get_fd(sock),
@@ -260,6 +281,10 @@ absl::Status KubeApiServer::Start() {
                     "can reach it reads the cache in clear text; set "
                     "--kube_api_tls_cert_file/--kube_api_tls_key_file";
   }
+  return absl::OkStatus();
+}
+
+absl::Status KubeApiServer::SubscribeCaches() {
   for (auto& served : served_) {
     Served* s = served.get();
     s->cache = std::make_unique<ResourceCache>(options_.history_limit,
@@ -271,6 +296,10 @@ absl::Status KubeApiServer::Start() {
     if (!reg.ok()) return reg.status();
     s->registration = *reg;
   }
+  return absl::OkStatus();
+}
+
+void KubeApiServer::StartParkedTick() {
   // Requests waiting for a cache to sync are re-checked on this tick (a
   // sync is no change the caches report).
   tick_ = event_new(
@@ -282,12 +311,6 @@ absl::Status KubeApiServer::Start() {
       this);
   timeval tick = DurationToTimeval(absl::Milliseconds(50));
   event_add(tick_, &tick);
-  loop_ =
-      std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
-  LOG(INFO) << "Kubernetes API facade serving " << served_.size()
-            << " resources on " << (ssl_ctx_ ? "https://" : "http://")
-            << advertised_;
-  return absl::OkStatus();
 }
 
 void KubeApiServer::Shutdown() {

@@ -142,6 +142,14 @@ class KubeApiServer {
  private:
   explicit KubeApiServer(Options options);
 
+  // Start's steps, before the loop thread runs.
+  void NewHttp();
+  // Binds options_.listen; sets port_ and advertised_.
+  absl::Status Listen();
+  // Gives each served informer its ResourceCache as an event handler.
+  absl::Status SubscribeCaches();
+  void StartParkedTick();
+
   // Loop thread.
   static void OnRequest(evhttp_request* req, void* self);
   static void OnWake(int fd, short what, void* self);
@@ -160,6 +168,12 @@ class KubeApiServer {
   void HandleGet(Request& r);
   // False when the request was parked (answered later).
   bool HandleList(Request& r);
+  // Answers a list whose page the cache could not give (`error` from
+  // ResourceCache::List at `rv`) with the API server's Status.
+  void ReplyListError(Request& r, const absl::Status& error, int64_t rv);
+  // Answers a list with `page`; `meta` is its ListMeta object.
+  void ReplyList(Request& r, const ResourceCache::Page& page,
+                 const std::string& meta);
   void StartWatch(Request& r);
   void Reply(evhttp_request* req, const Served* served, absl::string_view verb,
              int code, evbuffer* body,

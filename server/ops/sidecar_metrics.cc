@@ -64,7 +64,6 @@ std::vector<metrics::Sample> SidecarMetrics::ForEachEntry(Fn fn) const {
 }
 
 absl::Status SidecarMetrics::Register(metrics::Registry* r) {
-  using metrics::Sample;
   absl::StatusOr<metrics::HistogramFamily*> api = r->AddHistogram(
       M("api_request_duration_seconds"),
       "Kubernetes API requests by verb (HTTP method; WATCH: time to the "
@@ -72,27 +71,34 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
       {"verb", "code"}, metrics::LatencyBuckets());
   if (!api.ok()) return api.status();
   api_seconds_ = *api;
+  // The registry renders families in registration order: keep it stable.
+  std::vector<MetricDef> defs;
+  AddInformerMetrics(&defs);
+  AddListWatchMetrics(&defs);
+  AddWatchMetrics(&defs);
+  for (MetricDef& d : defs) {
+    absl::Status st =
+        d.counter ? r->AddCallbackCounter(M(d.name), d.help, d.labels, d.fn)
+                  : r->AddCallbackGauge(M(d.name), d.help, d.labels, d.fn);
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
 
-  struct Def {
-    const char* name;
-    const char* help;
-    bool counter;
-    std::vector<std::string> labels;
-    metrics::SampleFn fn;
-  };
-  std::vector<Def> defs;
-  defs.push_back({"informer_synced",
-                  "1 once the informer's first list was delivered.",
-                  false,
-                  {"resource"},
-                  [this] {
-                    return ForEachEntry(
-                        [](const InformerEntry& e, std::vector<Sample>* o) {
-                          o->push_back({{e.config.resource},
-                                        e.informer->HasSynced() ? 1.0 : 0.0});
-                        });
-                  }});
-  defs.push_back(
+void SidecarMetrics::AddInformerMetrics(std::vector<MetricDef>* defs) {
+  using metrics::Sample;
+  defs->push_back({"informer_synced",
+                   "1 once the informer's first list was delivered.",
+                   false,
+                   {"resource"},
+                   [this] {
+                     return ForEachEntry(
+                         [](const InformerEntry& e, std::vector<Sample>* o) {
+                           o->push_back({{e.config.resource},
+                                         e.informer->HasSynced() ? 1.0 : 0.0});
+                         });
+                   }});
+  defs->push_back(
       {"informer_objects",
        "Objects in the informer's cache.",
        false,
@@ -104,7 +110,7 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
                          static_cast<double>(e.informer->GetIndexer().Size())});
          });
        }});
-  defs.push_back(
+  defs->push_back(
       {"informer_events_total",
        "Watch events the informer's reflector received, by type.",
        true,
@@ -121,7 +127,11 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
                o->push_back({{r, "BOOKMARK"}, double(c.bookmarks)});
              });
        }});
-  defs.push_back(
+}
+
+void SidecarMetrics::AddListWatchMetrics(std::vector<MetricDef>* defs) {
+  using metrics::Sample;
+  defs->push_back(
       {"informer_lists_total",
        "Full lists (initial and relists).",
        true,
@@ -133,19 +143,19 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
                              double(e.informer->GetReflectorCounters().lists)});
              });
        }});
-  defs.push_back({"informer_relists_total",
-                  "Lists after the first one.",
-                  true,
-                  {"resource"},
-                  [this] {
-                    return ForEachEntry([](const InformerEntry& e,
-                                           std::vector<Sample>* o) {
-                      o->push_back(
-                          {{e.config.resource},
-                           double(e.informer->GetReflectorCounters().relists)});
-                    });
-                  }});
-  defs.push_back(
+  defs->push_back(
+      {"informer_relists_total",
+       "Lists after the first one.",
+       true,
+       {"resource"},
+       [this] {
+         return ForEachEntry([](const InformerEntry& e,
+                                std::vector<Sample>* o) {
+           o->push_back({{e.config.resource},
+                         double(e.informer->GetReflectorCounters().relists)});
+         });
+       }});
+  defs->push_back(
       {"informer_watch_restarts_total",
        "Watches opened after the first one (timeouts, cut connections, "
        "errors).",
@@ -159,21 +169,21 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
                    {{e.config.resource}, double(std::max<int64_t>(w - 1, 0))});
              });
        }});
-  defs.push_back({"informer_errors_total",
-                  "List/watch errors by kind: http_<code> when the API server "
-                  "answered, else the status code name.",
-                  true,
-                  {"resource", "kind"},
-                  [this] {
-                    return ForEachEntry([](const InformerEntry& e,
-                                           std::vector<Sample>* o) {
-                      for (const auto& [kind, n] :
-                           e.informer->GetReflectorCounters().errors_by_kind) {
-                        o->push_back({{e.config.resource, kind}, double(n)});
-                      }
-                    });
-                  }});
-  defs.push_back(
+  defs->push_back({"informer_errors_total",
+                   "List/watch errors by kind: http_<code> when the API server "
+                   "answered, else the status code name.",
+                   true,
+                   {"resource", "kind"},
+                   [this] {
+                     return ForEachEntry([](const InformerEntry& e,
+                                            std::vector<Sample>* o) {
+                       for (const auto& [kind, n] :
+                            e.informer->GetReflectorCounters().errors_by_kind) {
+                         o->push_back({{e.config.resource, kind}, double(n)});
+                       }
+                     });
+                   }});
+  defs->push_back(
       {"informer_bytes_received_total",
        "Response body bytes received from the API server (lists and "
        "watches).",
@@ -187,7 +197,21 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
                     double(e.informer->GetReflectorCounters().bytes_received)});
              });
        }});
-  defs.push_back(
+}
+
+template <typename Read>
+metrics::SampleFn SidecarMetrics::HubSample(Read read) {
+  return [this, read] {
+    std::vector<metrics::Sample> out;
+    absl::ReaderMutexLock lock(&mu_);
+    if (watch_hub_ != nullptr) read(*watch_hub_, &out);
+    return out;
+  };
+}
+
+void SidecarMetrics::AddWatchMetrics(std::vector<MetricDef>* defs) {
+  using metrics::Sample;
+  defs->push_back(
       {"watch_streams_open",
        "Open Informer.Watch streams.",
        false,
@@ -198,27 +222,19 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
                o->push_back({{e.config.resource}, double(e.streams.load())});
              });
        }});
-  auto hub_sample = [this](auto read) {
-    return [this, read] {
-      std::vector<Sample> out;
-      absl::ReaderMutexLock lock(&mu_);
-      if (watch_hub_ != nullptr) read(*watch_hub_, &out);
-      return out;
-    };
-  };
-  defs.push_back({"watch_events_in_total",
-                  "Informer events the Watch fan-outs handled.",
-                  true,
-                  {},
-                  hub_sample([](const WatchHub& h, std::vector<Sample>* o) {
-                    o->push_back({{}, double(h.events())});
-                  })});
-  defs.push_back(
+  defs->push_back({"watch_events_in_total",
+                   "Informer events the Watch fan-outs handled.",
+                   true,
+                   {},
+                   HubSample([](const WatchHub& h, std::vector<Sample>* o) {
+                     o->push_back({{}, double(h.events())});
+                   })});
+  defs->push_back(
       {"watch_events_out_total",
        "Events written to Watch streams, by type.",
        true,
        {"type"},
-       hub_sample([](const WatchHub& h, std::vector<Sample>* o) {
+       HubSample([](const WatchHub& h, std::vector<Sample>* o) {
          const WatchHub::Counters c = h.GetCounters();
          for (size_t i = 1; i < c.events_out.size(); ++i) {
            if (!informer::v1::EventType_IsValid(static_cast<int>(i))) continue;
@@ -228,44 +244,37 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
                          double(c.events_out[i])});
          }
        })});
-  defs.push_back({"watch_coalesced_events_total",
-                  "Pending Watch events removed by coalescing per object for "
-                  "slow streams.",
-                  true,
-                  {},
-                  hub_sample([](const WatchHub& h, std::vector<Sample>* o) {
-                    o->push_back({{}, double(h.GetCounters().coalesced)});
-                  })});
-  defs.push_back(
+  defs->push_back({"watch_coalesced_events_total",
+                   "Pending Watch events removed by coalescing per object for "
+                   "slow streams.",
+                   true,
+                   {},
+                   HubSample([](const WatchHub& h, std::vector<Sample>* o) {
+                     o->push_back({{}, double(h.GetCounters().coalesced)});
+                   })});
+  defs->push_back(
       {"watch_streams_exhausted_total",
        "Watch streams ended RESOURCE_EXHAUSTED (too far behind; their "
        "pending events dropped).",
        true,
        {},
-       hub_sample([](const WatchHub& h, std::vector<Sample>* o) {
+       HubSample([](const WatchHub& h, std::vector<Sample>* o) {
          o->push_back({{}, double(h.GetCounters().streams_exhausted)});
        })});
-  defs.push_back({"watch_queue_depth_max",
-                  "The longest pending queue of any open Watch stream now.",
-                  false,
-                  {},
-                  hub_sample([](const WatchHub& h, std::vector<Sample>* o) {
-                    o->push_back({{}, double(h.MaxPendingNow())});
-                  })});
-  defs.push_back({"watch_queue_depth_peak",
-                  "The largest pending queue any Watch stream has held.",
-                  false,
-                  {},
-                  hub_sample([](const WatchHub& h, std::vector<Sample>* o) {
-                    o->push_back({{}, double(h.peak_pending())});
-                  })});
-  for (Def& d : defs) {
-    absl::Status st =
-        d.counter ? r->AddCallbackCounter(M(d.name), d.help, d.labels, d.fn)
-                  : r->AddCallbackGauge(M(d.name), d.help, d.labels, d.fn);
-    if (!st.ok()) return st;
-  }
-  return absl::OkStatus();
+  defs->push_back({"watch_queue_depth_max",
+                   "The longest pending queue of any open Watch stream now.",
+                   false,
+                   {},
+                   HubSample([](const WatchHub& h, std::vector<Sample>* o) {
+                     o->push_back({{}, double(h.MaxPendingNow())});
+                   })});
+  defs->push_back({"watch_queue_depth_peak",
+                   "The largest pending queue any Watch stream has held.",
+                   false,
+                   {},
+                   HubSample([](const WatchHub& h, std::vector<Sample>* o) {
+                     o->push_back({{}, double(h.peak_pending())});
+                   })});
 }
 
 }  // namespace server

@@ -74,6 +74,27 @@ class SidecarMetrics {
  private:
   SidecarMetrics() = default;
   absl::Status Register(metrics::Registry* registry);
+  // One scrape-time metric, registered by Register().
+  struct MetricDef {
+    const char* name;
+    const char* help;
+    bool counter;  // else a gauge
+    std::vector<std::string> labels;
+    metrics::SampleFn fn;
+  };
+  // The metric definitions by group, appended to `defs`.
+  // informer_synced, informer_objects, informer_events_total: what the
+  // informers hold and the events their reflectors received.
+  void AddInformerMetrics(std::vector<MetricDef>* defs);
+  // informer_{lists,relists,watch_restarts,errors,bytes_received}_total:
+  // the reflectors' list/watch cycles, failures and traffic.
+  void AddListWatchMetrics(std::vector<MetricDef>* defs);
+  // watch_*: the Watch streams and their fan-outs.
+  void AddWatchMetrics(std::vector<MetricDef>* defs);
+  // A sample function running `read(hub, &samples)` on the attached
+  // WatchHub (under mu_, shared); no samples when none is attached.
+  template <typename Read>
+  metrics::SampleFn HubSample(Read read);
   // Runs `fn` on every entry with the registry attached (under mu_, shared).
   template <typename Fn>
   std::vector<metrics::Sample> ForEachEntry(Fn fn) const;
