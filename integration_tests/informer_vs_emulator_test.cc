@@ -243,9 +243,10 @@ TEST_F(InformerVsEmulatorTest, SyncsAndFollowsLiveChangesWithOneList) {
 
 // Both --api_compression settings sync the same objects: with gzip the
 // emulator compresses every list page over 128 KiB (as the API server does)
-// and the transport decodes it; with none nothing is compressed. Pages of
-// 150 Pods are a few hundred KB each (built in memory), the first list of
-// a relist-free start streams them; live events follow over the watch.
+// and the transport decodes it; with none nothing is compressed. The list
+// comes in two pages, both over 128 KiB: 250 Pods (over 1 MiB, which the
+// emulator streams) and 150 (built in memory); live events follow over the
+// watch, which is never compressed.
 class ApiCompressionTest
     : public InformerVsEmulatorTest,
       public ::testing::WithParamInterface<::informer::client::ApiCompression> {
@@ -254,7 +255,7 @@ class ApiCompressionTest
 TEST_P(ApiCompressionTest, SyncsTheSameObjectsAndFollowsChanges) {
   Scenario setup;
   setup.initial_pods = 400;
-  setup.page_size = 150;
+  setup.page_size = 250;
   setup.compression = GetParam();
   StartAll(setup);
   EXPECT_EQ(handler_.adds(), 400);

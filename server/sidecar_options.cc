@@ -388,8 +388,11 @@ absl::Status OperationsFromFlags(SidecarOptions* options) {
 
 absl::StatusOr<SidecarOptions> OptionsFromFlags() {
   SidecarOptions options;
+  // Serving before Watch: the watch message cap is checked against
+  // --max_message_bytes, so a bad --max_message_bytes must be reported as
+  // itself first.
   for (absl::Status (*step)(SidecarOptions*) :
-       {ResourcesFromFlags, WatchFromFlags, ServingFromFlags,
+       {ResourcesFromFlags, ServingFromFlags, WatchFromFlags,
         SecurityFromFlags, OperationsFromFlags}) {
     if (absl::Status st = step(&options); !st.ok()) return st;
   }
