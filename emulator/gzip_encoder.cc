@@ -47,14 +47,15 @@ void GzipEncoder::Run(absl::string_view in, int mode, std::string* out) {
     CHECK(rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR)
         << "deflate: " << rc;
     if (rc == Z_STREAM_END) return;
-    // All input consumed and, for a flush, all output produced (room left).
-    if (z.avail_in == 0 && (mode == Z_NO_FLUSH || z.avail_out > 0)) return;
+    // Without Z_FINISH, done once all input is consumed (deflate keeps what
+    // does not fill a block for later).
+    if (mode == Z_NO_FLUSH && z.avail_in == 0) return;
   }
 }
 
-void GzipEncoder::Write(absl::string_view in, std::string* out, bool flush) {
+void GzipEncoder::Write(absl::string_view in, std::string* out) {
   CHECK(!state_->finished) << "GzipEncoder::Write after Finish";
-  Run(in, flush ? Z_SYNC_FLUSH : Z_NO_FLUSH, out);
+  Run(in, Z_NO_FLUSH, out);
 }
 
 void GzipEncoder::Finish(std::string* out) {

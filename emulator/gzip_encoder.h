@@ -40,9 +40,9 @@ class GzipEncoder {
   GzipEncoder& operator=(const GzipEncoder&) = delete;
 
   // Compresses `in` and appends whatever output is ready to *out (possibly
-  // nothing). With `flush`, everything given so far is made decodable
-  // (Z_SYNC_FLUSH) so a reader sees it without waiting for more.
-  void Write(absl::string_view in, std::string* out, bool flush = false);
+  // nothing: deflate emits whole blocks, as the API server's gzip writer
+  // does).
+  void Write(absl::string_view in, std::string* out);
   // Ends the stream (trailer with CRC-32 and size) into *out. No Write after.
   void Finish(std::string* out);
 
