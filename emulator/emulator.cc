@@ -20,6 +20,7 @@
 #include "httplib.h"
 #include "emulator/api_status.h"
 #include "emulator/emulator_http.h"
+#include "emulator/gzip_encoder.h"
 #include "emulator/patch.h"
 #include "emulator/selector.h"
 #include "emulator/tls_certs.h"
@@ -203,17 +204,18 @@ absl::Status Emulator::Serve() {
   svr.set_write_timeout(30);
   svr.set_tcp_nodelay(true);
   svr.set_payload_max_length(64 << 20);
-  // httplib would gzip application/json for clients that accept it, and its
-  // gzip buffers a chunked stream until the end: watch events would never
-  // arrive. The emulator never compresses. (The Request object handed to
-  // handlers is a non-const local of httplib's, so the cast is sound.)
-  svr.set_pre_routing_handler(
-      [](const httplib::Request& req, httplib::Response&) {
-        const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
-        return httplib::Server::HandlerResponse::Unhandled;
-      });
+  // Compression is the API server's: a non-watch body over 128 KiB is
+  // gzipped when the client asks (AcceptsGzip), a watch never. httplib's
+  // own gzip is kept out because it buffers a chunked stream until its end
+  // (watch events would never arrive, lists would stop streaming): the
+  // header is taken off the request before httplib sees the response, and
+  // the emulator compresses itself (GzipEncoder). The Request object handed
+  // to handlers is a non-const local of httplib's, so the cast is sound.
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
-    Handle(req, res);
+    const bool gzip = AcceptsGzip(req.get_header_value("Accept-Encoding"));
+    const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
+    Handle(req, gzip, res);
+    if (gzip) GzipBufferedBody(res);
   };
   svr.Get(".*", handler);
   svr.Post(".*", handler);
@@ -449,7 +451,8 @@ std::string VerbOf(const httplib::Request& req, bool named) {
 
 }  // namespace
 
-void Emulator::Handle(const httplib::Request& req, httplib::Response& res) {
+void Emulator::Handle(const httplib::Request& req, bool gzip,
+                      httplib::Response& res) {
   const std::string& path = req.path;
   if (absl::StartsWith(path, "/_emulator/")) return HandleControl(req, res);
   if (path == "/healthz" || path == "/livez" || path == "/readyz") {
@@ -489,13 +492,13 @@ void Emulator::Handle(const httplib::Request& req, httplib::Response& res) {
     return ReplyJson(res, 200,
                      ObjectJson(*route.resource, **obj, MetadataOnly(req)));
   }
-  if (verb == "list") return HandleList(route, req, res);
+  if (verb == "list") return HandleList(route, req, gzip, res);
   if (verb == "watch") return HandleWatch(route, req, res);
   HandleWrite(route, verb, req, res);
 }
 
 void Emulator::HandleList(const Route& route, const httplib::Request& req,
-                          httplib::Response& res) {
+                          bool gzip, httplib::Response& res) {
   const ResourceInfo& r = *route.resource;
   ListRequest lr;
   lr.ns = route.ns;
@@ -539,12 +542,19 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
     return;
   }
   // Stream from the snapshot: the objects' texts are shared, not copied,
-  // until each chunk is assembled.
+  // until each chunk is assembled. Larger than kGzipThresholdBytes, so
+  // gzipped when asked, chunk by chunk (the list still streams).
+  static_assert(kListInlineLimit > kGzipThresholdBytes);
   auto next = std::make_shared<size_t>(0);
   auto head = std::make_shared<std::string>(std::move(header));
+  std::shared_ptr<GzipEncoder> encoder;
+  if (gzip) {
+    encoder = std::make_shared<GzipEncoder>();
+    SetGzipHeaders(res);
+  }
   res.set_chunked_content_provider(
       "application/json",
-      [shared, next, head, md](size_t, httplib::DataSink& sink) {
+      [shared, next, head, md, encoder](size_t, httplib::DataSink& sink) {
         std::string chunk;
         chunk.reserve(kListChunkBytes + 16384);
         if (*next == 0) chunk.append(*head);
@@ -554,9 +564,18 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
           AppendItem(chunk, *items[*next], md);
           ++*next;
         }
-        if (*next >= items.size()) chunk += "]}";
-        if (!sink.write(chunk.data(), chunk.size())) return false;
-        if (*next >= items.size()) sink.done();
+        const bool last = *next >= items.size();
+        if (last) chunk += "]}";
+        if (encoder != nullptr) {
+          std::string plain = std::move(chunk);
+          chunk.clear();
+          encoder->Write(plain, &chunk);
+          if (last) encoder->Finish(&chunk);
+        }
+        if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) {
+          return false;
+        }
+        if (last) sink.done();
         return true;
       });
 }

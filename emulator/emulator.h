@@ -145,7 +145,9 @@ class Emulator {
   absl::Status Seed();
   absl::Status Serve();
 
-  void Handle(const httplib::Request& req, httplib::Response& res);
+  // `gzip`: the client's Accept-Encoding asked for gzip (the header itself
+  // is removed before handlers run, see Serve).
+  void Handle(const httplib::Request& req, bool gzip, httplib::Response& res);
   // The token of the request's bearer credentials; null when unknown.
   const EmulatorOptions::Token* Authenticate(const httplib::Request& req) const;
   // Serves discovery paths (true) or fills `api` for a resource path.
@@ -167,7 +169,7 @@ class Emulator {
   // Control operations that answer with data; 404 for unknown ones.
   void HandleInspection(absl::string_view op, const ResourceInfo* resource,
                         const httplib::Request& req, httplib::Response& res);
-  void HandleList(const Route& route, const httplib::Request& req,
+  void HandleList(const Route& route, const httplib::Request& req, bool gzip,
                   httplib::Response& res);
   void HandleWatch(const Route& route, const httplib::Request& req,
                    httplib::Response& res);

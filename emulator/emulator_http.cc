@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "emulator/gzip_encoder.h"
 
 namespace emulator {
 namespace {
@@ -40,6 +41,17 @@ void ReplyStatus(httplib::Response& res, const ApiStatus& status) {
     res.set_header("Retry-After", absl::StrCat(status.retry_after_seconds));
   }
   ReplyJson(res, status.code, StatusJson(status));
+}
+
+void SetGzipHeaders(httplib::Response& res) {
+  res.set_header("Content-Encoding", "gzip");
+  res.set_header("Vary", "Accept-Encoding");
+}
+
+void GzipBufferedBody(httplib::Response& res) {
+  if (res.content_provider_ || res.body.size() <= kGzipThresholdBytes) return;
+  res.body = GzipAll(res.body);
+  SetGzipHeaders(res);
 }
 
 bool MetadataOnly(const httplib::Request& req) {

@@ -24,6 +24,13 @@ void ReplyStatus(httplib::Response& res, const ApiStatus& status);
 // How the API server fails a watch it accepted: HTTP 200, then a single
 // ERROR event carrying `status`, then the end of the stream.
 void ReplyErrorEvent(httplib::Response& res, const ApiStatus& status);
+// Content-Encoding: gzip and Vary: Accept-Encoding, as the API server marks
+// a body it compressed.
+void SetGzipHeaders(httplib::Response& res);
+// Gzips a body built in memory when it is larger than kGzipThresholdBytes,
+// as the API server does for a client that asked; streamed bodies (content
+// providers: watches, large lists) are left alone, they decide themselves.
+void GzipBufferedBody(httplib::Response& res);
 // Accept asks for PartialObjectMetadata(List).
 bool MetadataOnly(const httplib::Request& req);
 // ?key=1 or ?key=true.

@@ -212,6 +212,8 @@ absl::Status Sidecar::StartCluster() {
   } else {
     rest_config = *cluster_;
   }
+  // Every way to a cluster (kubeconfig, in-cluster, the demo) honours it.
+  rest_config.compression = options_.api_compression;
   informer::client::TransportOptions transport;
   transport.observer = ops_->ApiObserver();
   absl::StatusOr<std::unique_ptr<informer::client::KubeClient>> kube =

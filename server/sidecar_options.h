@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "informer/client/kubeconfig.h"
 #include "informer/util/logging.h"
 #include "server/config/sidecar_config.h"
 #include "server/informer_service.h"
@@ -31,6 +32,9 @@ struct SidecarOptions {
   // --namespace: of lazily started informers (and already applied to the
   // resources that set none).
   std::string default_namespace;
+  // --api_compression: whether API responses may come gzipped (opt-in).
+  informer::client::ApiCompression api_compression =
+      informer::client::ApiCompression::kNone;
 
   // ---- Serving ----
   std::string grpc_listen;

@@ -55,6 +55,18 @@ TEST_F(SidecarOptionsTest, DefaultsAreLazyModeOnLoopback) {
   EXPECT_EQ(o->max_message_bytes, int64_t{64} << 20);
   EXPECT_EQ(o->shutdown_grace, absl::Seconds(5));
   EXPECT_TRUE(o->tls.empty());
+  EXPECT_EQ(o->api_compression, informer::client::ApiCompression::kNone);
+}
+
+TEST_F(SidecarOptionsTest, ApiCompressionGzipIsOptIn) {
+  Set("api_compression", "gzip");
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->api_compression, informer::client::ApiCompression::kGzip);
+  Set("api_compression", "none");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->api_compression, informer::client::ApiCompression::kNone);
 }
 
 TEST_F(SidecarOptionsTest, ResourcesGetTheDefaultNamespace) {
@@ -119,6 +131,9 @@ struct BadValue {
 
 TEST_F(SidecarOptionsTest, EveryBadValueNamesItsFlag) {
   const BadValue cases[] = {
+      {"api_compression", "deflate",
+       "--api_compression must be none or gzip, not \"deflate\""},
+      {"api_compression", "", "--api_compression must be none or gzip"},
       {"lazy_idle_timeout", "soon", "--lazy_idle_timeout: "},
       {"lazy_idle_timeout", "0s", "--lazy_idle_timeout: must be positive"},
       {"watch_max_pending", "0", "--watch_max_pending must be at least 1"},

@@ -362,7 +362,13 @@ void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
   curl_easy_setopt(h, CURLOPT_USERAGENT,
                    config_.user_agent.empty() ? kDefaultUserAgent
                                               : config_.user_agent.c_str());
-  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // all built-in codings
+  if (config_.compression == ApiCompression::kGzip) {
+    // Sends "Accept-Encoding: gzip" and decodes the answer.
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "gzip");
+  } else {
+    // No Accept-Encoding header, no decoding (libcurl's default, stated).
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, static_cast<char*>(nullptr));
+  }
   curl_easy_setopt(
       h, CURLOPT_HTTP_VERSION,
       config_.http2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1);

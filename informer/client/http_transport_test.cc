@@ -66,7 +66,8 @@ RestConfig Config(const std::string& server) {
 TEST(HttpTransportTest, GetSendsHeadersAndReusesConnection) {
   TestServer srv;
   std::atomic<int> calls{0};
-  std::string user_agent, auth, accept, encoding;
+  std::string user_agent, auth, accept;
+  bool any_encoding = false;
   absl::Mutex mu;
   srv.server().Get(
       "/api", [&](const httplib::Request& req, httplib::Response& res) {
@@ -74,7 +75,7 @@ TEST(HttpTransportTest, GetSendsHeadersAndReusesConnection) {
         user_agent = req.get_header_value("User-Agent");
         auth = req.get_header_value("Authorization");
         accept = req.get_header_value("Accept");
-        encoding = req.get_header_value("Accept-Encoding");
+        any_encoding = any_encoding || req.has_header("Accept-Encoding");
         ++calls;
         res.set_content(
             ReadFile("testdata/kube-apiserver-v1.24/discovery-api.json"),
@@ -97,8 +98,56 @@ TEST(HttpTransportTest, GetSendsHeadersAndReusesConnection) {
   EXPECT_EQ(user_agent, "informer-sidecar/0.1.0");
   EXPECT_EQ(auth, "Bearer secret-token");
   EXPECT_EQ(accept, "application/json");
-  EXPECT_THAT(encoding, HasSubstr("gzip"));
+  // Compression is opt-in: by default no Accept-Encoding at all.
+  EXPECT_FALSE(any_encoding);
   EXPECT_EQ(t->connections_opened(), 1);  // keep-alive
+}
+
+// What each compression setting puts on the wire, for unary requests and
+// watches alike: nothing by default, exactly "gzip" when opted in.
+TEST(HttpTransportTest, AcceptEncodingFollowsTheCompressionOption) {
+  TestServer srv;
+  absl::Mutex mu;
+  std::vector<std::string> seen;  // "<path> <Accept-Encoding or (none)>"
+  auto record = [&](const httplib::Request& req) {
+    absl::MutexLock lock(&mu);
+    seen.push_back(absl::StrCat(
+        req.path, " ",
+        req.has_header("Accept-Encoding")
+            ? req.get_header_value("Accept-Encoding")
+            : "(none)"));
+  };
+  srv.server().Get("/api/v1/pods", [&](const httplib::Request& req,
+                                       httplib::Response& res) {
+    record(req);
+    res.set_content("{}", "text/plain");
+  });
+  srv.server().Get("/api/v1/watch", [&](const httplib::Request& req,
+                                        httplib::Response& res) {
+    record(req);
+    res.set_content("{}\n", "text/plain");
+  });
+  srv.Start();
+  for (ApiCompression c : {ApiCompression::kNone, ApiCompression::kGzip}) {
+    RestConfig rc = Config(srv.url());
+    rc.compression = c;
+    auto t = MakeTransport(rc);
+    HttpRequest req;
+    req.path = "/api/v1/pods";
+    ASSERT_TRUE(t->Do(req).ok());
+    req.path = "/api/v1/watch";
+    auto stream = t->Stream(req, absl::Seconds(30));
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    std::string got;
+    absl::Status s;
+    while ((s = (*stream)->Read(&got)).ok()) {
+    }
+    EXPECT_EQ(got, "{}\n");
+  }
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(seen, ::testing::ElementsAre(
+                        "/api/v1/pods (none)", "/api/v1/watch (none)",
+                        "/api/v1/pods gzip", "/api/v1/watch gzip"));
 }
 
 TEST(HttpTransportTest, ServerPathPrefixIsPrepended) {
@@ -822,7 +871,9 @@ TEST(HttpTransportTest, GzipBodyIsDecoded) {
     res.set_content(gz, "application/octet-stream");
   });
   srv.Start();
-  auto t = MakeTransport(Config(srv.url()));
+  RestConfig rc = Config(srv.url());
+  rc.compression = ApiCompression::kGzip;
+  auto t = MakeTransport(rc);
   HttpRequest req;
   req.path = "/api/v1/pods";
   auto resp = t->Do(req);

@@ -40,6 +40,7 @@ absl::StatusOr<RestConfig> LoadRestConfig(const ConnectionFlags& flags) {
   }
   if (!rc.ok()) return rc.status();
   rc->http2 = flags.http2;
+  rc->compression = flags.compression;
   rc->connect_timeout = flags.connect_timeout;
   rc->request_timeout = flags.request_timeout;
   rc->exec_timeout = flags.exec_timeout;

@@ -34,6 +34,8 @@ struct ConnectionFlags {
   std::string kubeconfig;     // --kubeconfig
   ConfigOverrides overrides;  // --context, --server, --token, --namespace
   bool http2 = false;         // --http2 (opt-in multiplexing)
+  // --api_compression (opt-in gzip, for thin links).
+  ApiCompression compression = ApiCompression::kNone;
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration request_timeout = absl::Seconds(60);
   // A credential plugin still running after this is killed.
