@@ -260,7 +260,7 @@ absl::Status ResourcesFromFlags(SidecarOptions* options) {
   return absl::OkStatus();
 }
 
-absl::Status WatchMessageTooLargeOrSmall(int64_t bytes) {
+absl::Status WatchMessageOutOfRange(int64_t bytes) {
   return Invalid(
       "watch_max_message_bytes",
       absl::StrCat("must be between 1024 and --max_message_bytes, not ", bytes));
@@ -281,8 +281,10 @@ absl::Status WatchFromFlags(SidecarOptions* options) {
   }
   if (min_rate < 0) return Invalid("watch_batch_min_rate", "must not be negative");
   const int64_t message = absl::GetFlag(FLAGS_watch_max_message_bytes);
-  // The upper bound, --max_message_bytes, is checked with the serving flags.
-  if (message < 1024) return WatchMessageTooLargeOrSmall(message);
+  // ServingFromFlags ran first: max_message_bytes is set and valid.
+  if (message < 1024 || message > options->max_message_bytes) {
+    return WatchMessageOutOfRange(message);
+  }
   WatchOptions& watch = options->informer.watch;
   watch.max_pending_keys = static_cast<size_t>(max_pending);
   watch.history_size = static_cast<size_t>(history);
@@ -331,10 +333,6 @@ absl::Status ServingFromFlags(SidecarOptions* options) {
                    "must be between 1 and --max_message_bytes");
   }
   options->informer.max_page_bytes = max_page;
-  const size_t watch_message = options->informer.watch.max_message_bytes;
-  if (watch_message > static_cast<size_t>(options->max_message_bytes)) {
-    return WatchMessageTooLargeOrSmall(static_cast<int64_t>(watch_message));
-  }
   return absl::OkStatus();
 }
 
