@@ -49,6 +49,22 @@ phase() {  # name, command...
   fi
 }
 
+# Installs Debian packages that only the tests need (never for tools/run.sh).
+test_packages() {  # name, packages...
+  local name="$1"; shift
+  echo "test.sh: $name: installing $* (apt)"
+  local SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  { DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 update -qq &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 \
+      install -y -qq --no-install-recommends "$@"
+  } >"$logdir/$name-install.log" 2>&1 || {
+      tail -n 30 "$logdir/$name-install.log" >&2
+      echo "test.sh: $name: installing $* failed (log: $logdir/$name-install.log)" >&2
+      return 1
+    }
+}
+
 # Node and npm from Debian, only when neither is on PATH (machines with Node
 # 20 from a package that bundles npm must not get Debian's npm: it conflicts).
 ensure_node() {
@@ -57,17 +73,14 @@ ensure_node() {
     echo "test.sh: node-sdk: found only one of node and npm; install the other" >&2
     return 1
   fi
-  echo "test.sh: node-sdk: installing nodejs and npm (apt)"
-  local SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  { DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 update -qq &&
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 \
-      install -y -qq --no-install-recommends nodejs npm
-  } >"$logdir/node-install.log" 2>&1 || {
-      tail -n 30 "$logdir/node-install.log" >&2
-      echo "test.sh: node-sdk: installing nodejs and npm failed (log: $logdir/node-install.log)" >&2
-      return 1
-    }
+  test_packages node-sdk nodejs npm
+}
+
+# kubectl for the kube API facade's end-to-end tests: any kubectl on PATH,
+# else Debian's (kubernetes-client, 1.20, which reads the facade as well).
+ensure_kubectl() {
+  command -v kubectl >/dev/null && return 0
+  test_packages kubectl kubernetes-client
 }
 
 # The Node tests run the real sidecar: build it here and name it, since
@@ -102,6 +115,7 @@ main() {
       ;;
   esac
 
+  ensure_kubectl || status=1
   start=$SECONDS
   echo "test.sh: bazel test: started $(date +%H:%M:%S) (bazel test //...${*:+ $*})"
   bazel test //... "$@" 2>&1 | tee "$logdir/bazel.log"

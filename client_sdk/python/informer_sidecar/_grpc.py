@@ -15,6 +15,19 @@ except ImportError as e:  # pragma: no cover - a broken install
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
+# The channel's own reconnect pacing: short, so that a sidecar that was away
+# (restarted, or still starting) is found again within seconds; the SDK's
+# callers add their own back-off on top. gRPC's default grows to 120 s, and
+# since Watch calls do not wait for ready (an outage is reported, not waited
+# out in silence), every call in that window would fail at once.
+# Message-size limits stay at gRPC's defaults (4 MiB receive): the sidecar
+# keeps every message below them.
+_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 5000),
+]
+
 Metadata = Optional[Sequence[Tuple[str, str]]]
 
 
@@ -23,16 +36,16 @@ def open_channel(target: str,
     """Returns (channel, owned): `channel` if given, else a new insecure one
     to `target` that the caller must close.
 
-    The SDK's channels use gRPC's default options, the 4 MiB receive limit
-    included: the sidecar caps its messages below it (a large initial state
-    arrives as several messages), so no limit needs raising. The default
-    reconnect back-off (1 s growing to 120 s) paces how soon a sidecar that
-    was away is connected again; pass your own `channel` to change it."""
+    The SDK's channels keep gRPC's default message limits, the 4 MiB receive
+    limit included: the sidecar caps its messages below it (a large initial
+    state arrives as several messages), so no limit needs raising. Only the
+    reconnect back-off is shortened (at most 5 s), so a sidecar that was
+    away is connected again quickly; pass your own `channel` to change it."""
     if channel is not None:
         return channel, False
     if not target:
         raise ValueError("target: must be 'host:port' or 'unix:/path'")
-    return grpc.insecure_channel(target), True
+    return grpc.insecure_channel(target, options=_CHANNEL_OPTIONS), True
 
 
 __all__ = [
