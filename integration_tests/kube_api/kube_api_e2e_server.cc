@@ -5,7 +5,7 @@
 // line {"facade": PORT, "emulator": "URL"} when serving; exits when stdin
 // closes.
 //
-//   kube_api_e2e_server --kube_api_listen=127.0.0.1:0 \
+//   kube_api_e2e_server --kube_api_listen=127.0.0.1:0
 //       --resources=configmaps,pods [--tokens_file=F] [--kube_api_history=N]
 
 #include <iostream>
