@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -119,15 +120,55 @@ absl::Status ValidateKey(absl::string_view text, absl::string_view key) {
       text, "\")"));
 }
 
-absl::Status ValidateValue(absl::string_view text, absl::string_view key,
-                           size_t i, absl::string_view value) {
-  if (value.empty() || IsLabelName(value)) return absl::OkStatus();
+// strconv.ParseInt(value, 10, 64).
+bool ParseInt64(absl::string_view value, int64_t* out) {
+  if (value.empty()) return false;
+  size_t i = (value[0] == '+' || value[0] == '-') ? 1 : 0;
+  if (i == value.size()) return false;
+  const bool negative = value[0] == '-';
+  uint64_t v = 0;
+  const uint64_t limit = negative ? uint64_t{INT64_MAX} + 1 : INT64_MAX;
+  for (; i < value.size(); ++i) {
+    const char c = value[i];
+    if (c < '0' || c > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (limit - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+
+// apimachinery's NewRequirement checks Gt/Lt values for being integers,
+// then every value for being a label value, and reports all it found (one
+// error alone, several as "[e1, e2]").
+absl::Status ValidateValues(absl::string_view text,
+                            const LabelSelector::Requirement& req) {
+  using Op = LabelSelector::Op;
+  std::vector<std::string> errors;
+  if (req.op == Op::kGreaterThan || req.op == Op::kLessThan) {
+    int64_t unused;
+    if (!ParseInt64(req.values[0], &unused)) {
+      errors.push_back(absl::StrCat(
+          "values[0]: Invalid value: \"", req.values[0],
+          "\": for 'Gt', 'Lt' operators, the value must be an integer"));
+    }
+  }
+  for (size_t i = 0; i < req.values.size(); ++i) {
+    absl::string_view value = req.values[i];
+    if (value.empty() || IsLabelName(value)) continue;
+    errors.push_back(absl::StrCat(
+        "values[", i, "][", req.key, "]: Invalid value: \"", value,
+        "\": a valid label must be an empty string or consist of "
+        "alphanumeric characters, '-', '_' or '.', and must start and end "
+        "with an alphanumeric character"));
+  }
+  if (errors.empty()) return absl::OkStatus();
+  std::string joined = errors.size() == 1
+                           ? errors[0]
+                           : absl::StrCat("[", absl::StrJoin(errors, ", "), "]");
   return absl::InvalidArgumentError(absl::StrCat(
-      "unable to parse requirement: values[", i, "][", key,
-      "]: Invalid value: \"", value,
-      "\": a valid label must be an empty string or consist of alphanumeric "
-      "characters, '-', '_' or '.', and must start and end with an "
-      "alphanumeric character (in \"", text, "\")"));
+      "unable to parse requirement: ", joined, " (in \"", text, "\")"));
 }
 
 }  // namespace
@@ -183,12 +224,7 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view text) {
       }
     }
     if (absl::Status st = ValidateKey(text, req.key); !st.ok()) return st;
-    if (req.op != Op::kGreaterThan && req.op != Op::kLessThan) {
-      for (size_t i = 0; i < req.values.size(); ++i) {
-        absl::Status st = ValidateValue(text, req.key, i, req.values[i]);
-        if (!st.ok()) return st;
-      }
-    }
+    if (absl::Status st = ValidateValues(text, req); !st.ok()) return st;
     sel.requirements_.push_back(std::move(req));
     if (lex.AtEnd()) break;
     if (!lex.Consume(",")) return Invalid(text, "expected ','");
@@ -227,8 +263,8 @@ bool LabelSelector::Matches(const StringPairs& labels) const {
       case Op::kGreaterThan:
       case Op::kLessThan: {
         int64_t have, want;
-        if (v == nullptr || !absl::SimpleAtoi(*v, &have) ||
-            !absl::SimpleAtoi(req.values[0], &want)) {
+        if (v == nullptr || !ParseInt64(*v, &have) ||
+            !ParseInt64(req.values[0], &want)) {
           return false;
         }
         if (req.op == Op::kGreaterThan ? !(have > want) : !(have < want)) {

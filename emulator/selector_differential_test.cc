@@ -4,9 +4,6 @@
 // invisible, since both sides of an end-to-end test would agree on it. This
 // test keeps the two honest: on every selector of a corpus both accept or
 // both reject, and accepted ones match the same label sets.
-//
-// Left out on purpose: the set-based `key>N` / `key<N` forms, which the
-// emulator accepts as the API server does and the sidecar's parser does not.
 
 #include <algorithm>
 #include <string>
@@ -32,13 +29,15 @@ const std::vector<std::string>& Selectors() {
       "app=web,!canary", "app in (web),tier notin (back),env",
       "example.com/app=web", "example.com/app", "a-b.c_d=x-y.z_1",
       " app = web ", "app=", "app!=", "app in (web,)", "tier in (a,b,c)",
-      "app=web,app=db", "!canary,!app",
+      "app=web,app=db", "!canary,!app", "n>2", "n<10", "n > 2", "n>007",
+      "n>2,n<10", "app=web,n<3",
       // Rejected by both.
       "app=web,", ",app", "app=(web)", "app in web", "app in (web",
       "app notin", "app ==", "=web", "!", "!app=web", "app==web==db",
       "app in (web db)", "-app=web", "app=-web", "app=web!", "a b=c",
       "app=web;tier=front", "example.com/=web", "/app=web",
-      std::string(64, 'k') + "=v", "k=" + std::string(64, 'v'),
+      std::string(64, 'k') + "=v", "k=" + std::string(64, 'v'), "n>x",
+      "n>", "n<", "n>-1", "n>=1", "!n>1", "n>(1)", "n>99999999999999999999",
   };
   return *selectors;
 }
@@ -56,6 +55,10 @@ const std::vector<Labels>& LabelSets() {
       {{"example.com/app", "web"}},
       {{"a-b.c_d", "x-y.z_1"}},
       {{"canary", ""}},
+      {{"n", "3"}},
+      {{"n", "10"}},
+      {{"n", "1"}, {"app", "web"}},
+      {{"n", "many"}},
   };
   return *sets;
 }

@@ -64,6 +64,27 @@ TEST(LabelSelectorTest, MalformedSelectorsAreRejected) {
   EXPECT_FALSE(LabelSelector::Parse("=x").ok());
 }
 
+TEST(LabelSelectorTest, NumericComparisonsNeedAnIntegerInTheServersWords) {
+  absl::StatusOr<LabelSelector> sel = LabelSelector::Parse("replicas>many");
+  ASSERT_FALSE(sel.ok());
+  EXPECT_EQ(sel.status().message(),
+            "unable to parse requirement: values[0]: Invalid value: "
+            "\"many\": for 'Gt', 'Lt' operators, the value must be an "
+            "integer (in \"replicas>many\")");
+  // A value that fails both checks gets both, as an aggregate.
+  sel = LabelSelector::Parse("replicas>-x");
+  ASSERT_FALSE(sel.ok());
+  EXPECT_EQ(sel.status().message(),
+            "unable to parse requirement: [values[0]: Invalid value: \"-x\": "
+            "for 'Gt', 'Lt' operators, the value must be an integer, "
+            "values[0][replicas]: Invalid value: \"-x\": a valid label must "
+            "be an empty string or consist of alphanumeric characters, '-', "
+            "'_' or '.', and must start and end with an alphanumeric "
+            "character] (in \"replicas>-x\")");
+  // A label that is not a number never matches.
+  EXPECT_FALSE(Match("replicas>1", Labels({{"replicas", "many"}})));
+}
+
 TEST(FieldSelectorTest, MetadataFieldsMatch) {
   StringPairs f =
       Labels({{"metadata.name", "a"}, {"metadata.namespace", "ns"}});

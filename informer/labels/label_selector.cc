@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -66,6 +67,21 @@ absl::Status CheckValue(absl::string_view value, size_t pos) {
       "label selector: invalid value \"", value, "\" at offset ", pos,
       " (values are at most 63 characters of [A-Za-z0-9._-], starting and "
       "ending alphanumeric)"));
+}
+
+// strconv.ParseInt(s, 10, 64) for a text that already passed CheckValue
+// (so no sign and no spaces): decimal digits that fit an int64.
+bool ParseInt64(absl::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const int d = c - '0';
+    if (v > (INT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
 }
 
 // A hand-written scanner over the selector text.
@@ -168,6 +184,23 @@ class Parser {
       req.values.emplace_back(value);
       return req;
     }
+    if (s_[pos_] == '>' || s_[pos_] == '<') {
+      req.op = s_[pos_] == '>' ? Op::kGreaterThan : Op::kLessThan;
+      ++pos_;
+      SkipSpace();
+      const size_t value_pos = pos_;
+      absl::string_view value = Word();
+      if (absl::Status st = CheckValue(value, value_pos); !st.ok()) return st;
+      // The API server's words (apimachinery's NewRequirement).
+      if (!ParseInt64(value, &req.number)) {
+        pos_ = value_pos;
+        return Error(absl::StrCat("for 'Gt', 'Lt' operators, the value must "
+                                  "be an integer, found \"",
+                                  value, "\""));
+      }
+      req.values.emplace_back(value);
+      return req;
+    }
     const size_t op_pos = pos_;
     absl::string_view op = Word();
     if (op == "in") {
@@ -177,7 +210,7 @@ class Parser {
     } else {
       pos_ = op_pos;
       return Error(
-          absl::StrCat("expected an operator (=, ==, !=, in, notin) "
+          absl::StrCat("expected an operator (=, ==, !=, in, notin, >, <) "
                        "after key \"",
                        key, "\""));
     }
@@ -251,6 +284,16 @@ bool LabelSelector::Matches(const informer::Object& obj) const {
         ok = value == nullptr ||
              !std::binary_search(req.values.begin(), req.values.end(), *value);
         break;
+      case Op::kGreaterThan:
+      case Op::kLessThan: {
+        // A label that is not a decimal integer never matches, as in
+        // apimachinery (which logs and answers false).
+        int64_t have = 0;
+        ok = value != nullptr && ParseInt64(*value, &have) &&
+             (req.op == Op::kGreaterThan ? have > req.number
+                                         : have < req.number);
+        break;
+      }
     }
     if (!ok) return false;
   }

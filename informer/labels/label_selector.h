@@ -1,6 +1,7 @@
 #ifndef INFORMER_LABELS_LABEL_SELECTOR_H_
 #define INFORMER_LABELS_LABEL_SELECTOR_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ namespace server {
 //   key notin (v1, v2, ...)     the label is absent or has none of them
 //   key                         the label is present (exists)
 //   !key                        the label is absent
+//   key > N, key < N            the label is present and, read as a
+//                               decimal int64, greater (less) than N
 // Whitespace around tokens is ignored; values may be empty ("key=").
 // An empty selector matches everything. Keys are label keys (optional DNS
 // prefix, '/', name of at most 63 characters); values at most 63 characters
@@ -28,13 +31,24 @@ namespace server {
 // Immutable after Parse; safe to share between threads.
 class LabelSelector {
  public:
-  enum class Op { kEquals, kNotEquals, kIn, kNotIn, kExists, kDoesNotExist };
+  enum class Op {
+    kEquals,
+    kNotEquals,
+    kIn,
+    kNotIn,
+    kExists,
+    kDoesNotExist,
+    kGreaterThan,
+    kLessThan,
+  };
   struct Requirement {
     std::string key;
     Op op;
     // One value for kEquals/kNotEquals, one or more for kIn/kNotIn (sorted,
-    // deduplicated), none for kExists/kDoesNotExist.
+    // deduplicated), none for kExists/kDoesNotExist. kGreaterThan/kLessThan
+    // keep their one value's text here and its number in `number`.
     std::vector<std::string> values;
+    int64_t number = 0;
   };
 
   // InvalidArgument saying what is wrong and where (character offset).

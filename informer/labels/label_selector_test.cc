@@ -101,6 +101,28 @@ TEST(LabelSelectorTest, ParsesRequirementStructure) {
   EXPECT_EQ(s->requirements()[2].key, "d");
 }
 
+TEST(LabelSelectorTest, GreaterAndLessThanCompareDecimalIntegers) {
+  EXPECT_TRUE(Match("replicas>2", Pod({{"replicas", "3"}})));
+  EXPECT_FALSE(Match("replicas>3", Pod({{"replicas", "3"}})));
+  EXPECT_TRUE(Match("replicas < 10", Pod({{"replicas", "9"}})));
+  EXPECT_FALSE(Match("replicas<10", Pod({{"replicas", "10"}})));
+  // Numbers, not strings: "10" > "9" although it sorts before it.
+  EXPECT_TRUE(Match("replicas>9", Pod({{"replicas", "10"}})));
+  EXPECT_TRUE(Match("replicas>007", Pod({{"replicas", "8"}})));
+  // An absent label or one that is not an integer never matches either way.
+  EXPECT_FALSE(Match("replicas>1", Pod({})));
+  EXPECT_FALSE(Match("replicas<1", Pod({})));
+  EXPECT_FALSE(Match("replicas>1", Pod({{"replicas", "many"}})));
+  EXPECT_FALSE(Match("replicas<1", Pod({{"replicas", "many"}})));
+  EXPECT_FALSE(Match("big>1", Pod({{"big", "99999999999999999999"}})));
+  absl::StatusOr<LabelSelector> s = LabelSelector::Parse("a>5,b<7");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->requirements()[0].op, LabelSelector::Op::kGreaterThan);
+  EXPECT_EQ(s->requirements()[0].number, 5);
+  EXPECT_EQ(s->requirements()[1].op, LabelSelector::Op::kLessThan);
+  EXPECT_EQ(s->requirements()[1].values, std::vector<std::string>{"7"});
+}
+
 void ExpectError(absl::string_view selector, absl::string_view what) {
   absl::StatusOr<LabelSelector> s = LabelSelector::Parse(selector);
   ASSERT_FALSE(s.ok()) << selector;
@@ -123,6 +145,13 @@ TEST(LabelSelectorTest, ParseErrorsSayWhatIsWrong) {
   ExpectError("Bad_Prefix/app=x", "invalid key prefix");
   ExpectError("app=-x", "invalid value");
   ExpectError(std::string("app=") + std::string(64, 'a'), "invalid value");
+  ExpectError("replicas>many", "the value must be an integer");
+  ExpectError("replicas>", "the value must be an integer");
+  ExpectError("replicas>99999999999999999999", "the value must be an integer");
+  // A sign is not part of a label value, so the API server rejects it too.
+  ExpectError("replicas>-1", "invalid value");
+  ExpectError("replicas>=1", "the value must be an integer");
+  ExpectError("!replicas>1", "takes no operator");
 }
 
 }  // namespace
