@@ -5,14 +5,15 @@ of every matching object as its informer sees changes. A :class:`Worker`
 holds a Lease stream, runs ``fn(key)`` for every key leased to it on a pool
 of `credit` threads and reports each lease: FORGET when fn returns, FAIL
 (retried by the sidecar after the queue's rate-limited back-off) when it
-raises.
+raises. A failing Lease stream is never silent: each failure is logged and
+passed to the Worker's `on_error` callback, and the first working stream
+after failures to `on_recovered`.
 """
 
 import concurrent.futures
 import datetime
 import logging
 import queue as queue_lib
-import random
 import threading
 from typing import Callable, Dict, Iterable, List, Optional
 
@@ -21,6 +22,9 @@ from google.protobuf import duration_pb2
 
 from informer_sidecar._grpc import (DEFAULT_TARGET, Metadata, open_channel,
                                     workqueue_pb2, workqueue_pb2_grpc)
+from informer_sidecar.backoff import Backoff
+from informer_sidecar.informer import (ErrorHandler, RecoveredHandler,
+                                       StreamError)
 
 _LOG = logging.getLogger("informer_sidecar")
 
@@ -184,7 +188,14 @@ class Worker:
 
     The Lease stream reconnects by itself with exponential back-off; keys
     leased on a broken stream return to the queue on the sidecar's side, and
-    their results are dropped.
+    their results are dropped. Every failed attempt (the sidecar away:
+    UNAVAILABLE; an unknown or deleted queue: NOT_FOUND; a refused token:
+    UNAUTHENTICATED/PERMISSION_DENIED) is logged (WARNING when an outage
+    starts or its cause changes, INFO for repeats) and passed to
+    ``on_error(StreamError)`` with the count of consecutive failures and the
+    delay before the next attempt; the first stream that delivers after
+    failures calls ``on_recovered(failures)``. Both run on the worker's
+    stream thread and must not block; exceptions they raise are logged.
 
     Thread-safety: start/stop from any thread; fn runs on pool threads.
     """
@@ -199,7 +210,9 @@ class Worker:
                  name: str = "",
                  initial_backoff: float = 0.1,
                  max_backoff: float = 30.0,
-                 metadata: Metadata = None) -> None:
+                 metadata: Metadata = None,
+                 on_error: Optional[ErrorHandler] = None,
+                 on_recovered: Optional[RecoveredHandler] = None) -> None:
         if not queue:
             raise ValueError("queue: required")
         if credit < 1:
@@ -210,9 +223,10 @@ class Worker:
         self._credit = credit
         self._user_channel = channel
         self._name = name
-        self._initial_backoff = initial_backoff
-        self._max_backoff = max_backoff
+        self._backoff = Backoff(initial_backoff, max_backoff)
         self._metadata = metadata
+        self._on_error = on_error
+        self._on_recovered = on_recovered
 
         self._lock = threading.Condition()
         # Guarded by _lock.
@@ -224,6 +238,8 @@ class Worker:
         self._processed = 0
         self._failed = 0
         self._rejected = 0
+        self._failures = 0  # consecutive failed attempts
+        self._last_error: Optional[StreamError] = None
 
         self._stop = threading.Event()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -280,11 +296,25 @@ class Worker:
         with self._lock:
             return self._failed
 
+    @property
+    def failures(self) -> int:
+        """Consecutive failed attempts of the Lease stream (0 while it
+        works)."""
+        with self._lock:
+            return self._failures
+
+    @property
+    def last_error(self) -> Optional[StreamError]:
+        """Why the Lease stream last failed, or None if it never did."""
+        with self._lock:
+            return self._last_error
+
     def wait_for(self, predicate: Callable[["Worker"], bool],
                  timeout: Optional[float] = None) -> bool:
         """Waits until predicate(self) holds, re-evaluated after every
-        processed lease; False on timeout. Runs under the worker's lock: it
-        may read :attr:`processed` / :attr:`failed` only."""
+        processed lease and failed attempt; False on timeout. Runs under the
+        worker's lock: it may read :attr:`processed`, :attr:`failed` and
+        :attr:`failures` only."""
         with self._lock:
             return self._lock.wait_for(lambda: predicate(self), timeout)
 
@@ -302,7 +332,6 @@ class Worker:
 
     def _run(self) -> None:
         stub = workqueue_pb2_grpc.WorkQueueStub(self._channel)
-        delay = self._initial_backoff
         while not self._stop.is_set():
             outbox: queue_lib.Queue = queue_lib.Queue()
             with self._lock:
@@ -315,33 +344,73 @@ class Worker:
                 workqueue_pb2.LeaseRequest(queue=self._queue,
                                            credit=free,
                                            worker=self._name))
-            call = stub.Lease(self._requests(outbox),
-                              metadata=self._metadata,
-                              wait_for_ready=True)
+            # No wait_for_ready: a sidecar that is away fails the attempt at
+            # once (UNAVAILABLE), which on_error reports, instead of hanging
+            # silently until it is back.
+            call = stub.Lease(self._requests(outbox), metadata=self._metadata)
             with self._lock:
                 self._call = call
             if self._stop.is_set():
                 call.cancel()
-            error = None
-            got = False
-            try:
-                for response in call:
-                    got = True
-                    self._on_response(response, generation)
-            except grpc.RpcError as e:
-                error = e
+            error = self._read(call, generation)
             outbox.put(_DONE)
             with self._lock:
                 self._call = None
                 self._outbox = None
             if self._stop.is_set():
                 break
-            if got:
-                delay = self._initial_backoff
-            _LOG.warning("Worker(%s): lease stream ended (%s), reconnecting",
-                         self._queue, error)
-            self._stop.wait(delay * (0.5 + random.random() / 2))
-            delay = min(delay * 2, self._max_backoff)
+            delay = self._backoff.next_delay()
+            self._report(error, delay)
+            self._stop.wait(delay)
+
+    def _read(self, call, generation: int) -> StreamError:
+        """Handles the stream's responses until it ends; returns why it ended
+        (failures and retry_in are filled in by _report)."""
+        try:
+            for response in call:
+                if self._backoff.failures:
+                    self._recovered()
+                self._on_response(response, generation)
+            return StreamError(grpc.StatusCode.OK,
+                               "the sidecar ended the stream", 0, 0)
+        except grpc.RpcError as e:
+            return StreamError(e.code(), e.details() or "", 0, 0, e)
+
+    def _recovered(self) -> None:
+        failures = self._backoff.failures
+        self._backoff.reset()
+        with self._lock:
+            self._failures = 0
+            self._lock.notify_all()
+        _LOG.warning("Worker(%s): lease stream works again after %d failed "
+                     "attempt(s)", self._queue, failures)
+        if self._on_recovered is not None:
+            self._safe(self._on_recovered, failures)
+
+    def _report(self, error: StreamError, delay: float) -> None:
+        error.failures = self._backoff.failures
+        error.retry_in = delay
+        with self._lock:
+            previous = self._last_error
+            self._last_error = error
+            self._failures = error.failures
+            self._lock.notify_all()
+        repeat = (error.failures > 1 and previous is not None and
+                  (previous.code, previous.details) == (error.code,
+                                                        error.details))
+        _LOG.log(
+            logging.INFO if repeat else logging.WARNING,
+            "Worker(%s): lease stream failed: %s: %s (%d in a row; retrying "
+            "in %.2fs)", self._queue, error.code.name, error.details,
+            error.failures, delay)
+        if self._on_error is not None:
+            self._safe(self._on_error, error)
+
+    def _safe(self, fn, arg) -> None:
+        try:
+            fn(arg)
+        except Exception:  # pylint: disable=broad-except
+            _LOG.exception("Worker(%s): callback %r raised", self._queue, fn)
 
     def _on_response(self, response, generation: int) -> None:
         with self._lock:

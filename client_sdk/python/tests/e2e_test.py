@@ -302,6 +302,51 @@ class SharedSidecarTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             client.list("configmaps")
 
+    def test_worker_reports_unknown_queue_then_recovers(self):
+        name = "e2e-late-queue"
+        errors, recoveries = queue.Queue(), []
+        with Worker(name, lambda key: None, target=self.target,
+                    initial_backoff=0.05, max_backoff=0.1,
+                    on_error=errors.put,
+                    on_recovered=recoveries.append) as worker:
+            got = [errors.get(timeout=TIMEOUT) for _ in range(2)]
+            for n, err in enumerate(got, start=1):
+                self.assertIsInstance(err, StreamError)
+                self.assertEqual(err.code, grpc.StatusCode.NOT_FOUND)
+                self.assertIn(name, err.details)
+                self.assertEqual(err.failures, n)
+                cap = min(0.05 * 2 ** (n - 1), 0.1)
+                self.assertTrue(cap / 2 <= err.retry_in < cap,
+                                (n, err.retry_in))
+            self.assertEqual(worker.processed, 0)
+            self.assertEqual(worker.last_error.code,
+                             grpc.StatusCode.NOT_FOUND)
+            # The queue appears: the next attempt leases its keys.
+            self.assertTrue(create_queue(name, "configmaps", self.target))
+            self.assertTrue(worker.wait_for(
+                lambda w: w.processed >= 1 and w.failures == 0,
+                timeout=TIMEOUT))
+        # Every failure before the recovery was reported, then one recovery
+        # that counts them.
+        failures = 2 + errors.qsize()
+        self.assertEqual(recoveries, [failures])
+        informer_sidecar.delete_queue(name, self.target)
+
+    def test_worker_without_sidecar_fails_fast_and_says_so(self):
+        tmp = tempfile.mkdtemp(prefix="isdw", dir="/tmp")
+        target = "unix:" + os.path.join(tmp, "nobody.sock")
+        errors = queue.Queue()
+        try:
+            with Worker("q", lambda key: None, target=target,
+                        initial_backoff=0.05, max_backoff=0.1,
+                        on_error=errors.put):
+                err = errors.get(timeout=TIMEOUT)
+            self.assertEqual(err.code, grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual(err.failures, 1)
+            self.assertIsInstance(err.cause, grpc.RpcError)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_worker_forgets_successes_and_retries_failures(self):
         name = "e2e-worker"
         self.assertTrue(create_queue(name, "configmaps", self.target,
