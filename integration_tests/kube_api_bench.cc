@@ -21,9 +21,15 @@
 // emulator's load generator updates --objects ConfigMaps round-robin at
 // each --rates rate for --duration. Every update carries its CLOCK_MONOTONIC
 // write time (data.sent), so latency = receipt - write, over every MODIFIED
-// event every watcher received. Also the CPU (utime+stime / wall) of the
-// sidecar, the emulator and this client during the phase. A fence object
-// written after the load tells when every watcher has everything.
+// event every watcher received. Reported (medians over --runs): the rate
+// the load generator achieved (it writes less when its process is short of
+// CPU, as when it serves the watchers itself), deliveries/s = achieved
+// updates/s x watchers, "delivered" = MODIFIED events received / (updates x
+// watchers), p50/p99, the CPU (utime+stime / wall) of the sidecar, the
+// emulator and this client during the phase, watches the server ended, and
+// runs in which some watcher had not caught up a minute after the load. A
+// fence object written after the load tells when every watcher has
+// everything.
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -67,7 +73,7 @@ ABSL_FLAG(int, configmaps, 50000,
 ABSL_FLAG(int, page, 500, "limit of the paged list cases.");
 ABSL_FLAG(int, runs, 5, "Alternated runs per case (medians are reported).");
 ABSL_FLAG(int, watchers, 100, "HTTP watches per fan-out phase.");
-ABSL_FLAG(std::string, rates, "500,2000",
+ABSL_FLAG(std::string, rates, "500,1000,2000",
           "Comma-separated update rates (per second) for the fan-out phases "
           "(empty: skip the fan-out).");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10),
@@ -75,6 +81,9 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(10),
 ABSL_FLAG(int, objects, 1000, "ConfigMaps the fan-out updates cycle over.");
 ABSL_FLAG(int, object_bytes, 1024, "Approximate JSON size of each object.");
 ABSL_FLAG(bool, quiet, true, "Hide the sidecar's and emulator's logs.");
+ABSL_FLAG(std::string, sidecar_binary, "",
+          "Another informer_sidecar binary to measure (A/B comparisons of "
+          "builds); default: the one in the runfiles.");
 
 namespace {
 
@@ -353,8 +362,10 @@ struct Watcher {
 
 struct FanoutResult {
   std::vector<int32_t> latencies_us;
-  int64_t events = 0;
+  // Watches the server ended (the zero chunk, or the connection closed),
+  // e.g. after an ERROR event for a watcher that fell out of its history.
   int ended = 0;
+  int errors = 0;  // ERROR events
 };
 
 class WatchLoop {
@@ -412,14 +423,10 @@ class WatchLoop {
             w.in.append(buf.data(), got);
             continue;
           }
-          if (got == 0 && !w.ended) {
-            w.ended = true;
-            ++result_.ended;
-            epoll_ctl(ep_, EPOLL_CTL_DEL, w.fd, nullptr);
-          }
+          if (got == 0) End(w);
           break;
         }
-        Parse(w, MonotonicNanos());
+        if (!w.ended) Parse(w, MonotonicNanos());
       }
     }
     return true;
@@ -429,6 +436,13 @@ class WatchLoop {
   FanoutResult Take() { return std::move(result_); }
 
  private:
+  void End(Watcher& w) {
+    if (w.ended) return;
+    w.ended = true;
+    ++result_.ended;
+    epoll_ctl(ep_, EPOLL_CTL_DEL, w.fd, nullptr);
+  }
+
   bool AllFenced() const {
     for (const Watcher& w : watchers_) {
       if (!w.fenced && !w.ended) return false;
@@ -456,6 +470,10 @@ class WatchLoop {
           Die("bad chunk size");
         }
         pos = eol + 2;
+        if (size == 0) {  // the end of the watch
+          End(w);
+          break;
+        }
         w.chunk_left = size;
         continue;
       }
@@ -493,7 +511,7 @@ class WatchLoop {
     const absl::string_view e(w.event);
     if (e.find(fence_) != absl::string_view::npos) w.fenced = true;
     if (!recording_) return;
-    ++result_.events;
+    if (absl::StartsWith(e, "{\"type\":\"ERROR\"")) ++result_.errors;
     if (!absl::StartsWith(e, "{\"type\":\"MODIFIED\"")) return;
     int64_t sent = 0;
     if (!absl::SimpleAtoi(JsonString(e, "sent"), &sent)) return;
@@ -518,8 +536,10 @@ void CreateFence(int emu_port, const std::string& name) {
 }
 
 struct PhaseRow {
-  double events_per_s = 0, p50 = 0, p99 = 0, server_cpu = 0, sidecar_cpu = 0,
-         emu_cpu = 0, client_cpu = 0;
+  double updates_per_s = 0, delivered = 0, p50 = 0, p99 = 0, sidecar_cpu = 0, emu_cpu = 0,
+         client_cpu = 0;
+  int ended = 0, errors = 0;
+  bool complete = true;  // every open watch saw the end fence in time
 };
 
 // One fan-out phase: `watchers` watches on `port` (the facade or the
@@ -543,6 +563,7 @@ PhaseRow RunPhase(int port, int emu_port, pid_t sidecar, pid_t emulator,
                self0 = CpuSeconds(getpid());
   const absl::Time t0 = absl::Now();
   loop.Record(true);
+  std::string report;
   std::thread writer([&] {
     HttpClient emu(emu_port);
     HttpClient::Result r = emu.Request(
@@ -553,19 +574,37 @@ PhaseRow RunPhase(int port, int emu_port, pid_t sidecar, pid_t emulator,
                      absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_duration))),
         "POST");
     if (r.status != 200) Die(absl::StrCat("load: HTTP ", r.status));
+    report = r.head;
     CreateFence(emu_port, absl::StrCat("fence-end-", *fence_index));
   });
+  // Reads while the load runs; a watcher that has not caught up a minute
+  // after the load ended is late.
   const bool all = loop.RunUntilFence(
       absl::StrCat("fence-end-", *fence_index),
-      absl::GetFlag(FLAGS_duration) + absl::Seconds(120));
+      absl::GetFlag(FLAGS_duration) + absl::Seconds(60));
   writer.join();
   ++*fence_index;
-  if (!all) Die("watchers missed the end fence");
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
   FanoutResult r = loop.Take();
-  if (r.ended > 0) Die(absl::StrCat(r.ended, " watches ended early"));
   PhaseRow row;
-  row.events_per_s = r.events / wall;
+  row.complete = all;
+  row.ended = r.ended;
+  row.errors = r.errors;
+  // What the load generator achieved ({"updates":N,"seconds":S}): it
+  // writes less than asked when its own process is short of CPU.
+  int64_t updates = 0;
+  const size_t at = report.find("\"updates\":");
+  if (at != std::string::npos) {
+    absl::SimpleAtoi(report.substr(at + 10, report.find(',', at) - at - 10),
+                     &updates);
+  }
+  row.updates_per_s =
+      updates / absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration));
+  row.delivered =
+      updates > 0 ? 100.0 * r.latencies_us.size() /
+                        (static_cast<double>(updates) *
+                         absl::GetFlag(FLAGS_watchers))
+                  : 0;
   row.p50 = Percentile(r.latencies_us, 0.5);
   row.p99 = Percentile(r.latencies_us, 0.99);
   row.sidecar_cpu = 100 * (CpuSeconds(sidecar) - cpu0) / wall;
@@ -590,9 +629,12 @@ void RunFanout(int emu_port, int facade_port, pid_t sidecar, pid_t emulator) {
                            "&bytes=", absl::GetFlag(FLAGS_object_bytes)),
               "POST");
   std::printf(
-      "\n| served by | updates/s | watchers | events/s delivered | p50 | p99 "
-      "| sidecar CPU | emulator CPU | client CPU |\n"
-      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      "\n| served by | updates/s asked (achieved) | watchers | deliveries/s "
+      "| delivered | p50 | p99 "
+      "| sidecar CPU | emulator CPU | client CPU | watches ended (ERROR "
+      "events) / late runs |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+      "|\n");
   int fence = 0;
   for (int rate : rates) {
     std::map<bool, std::vector<PhaseRow>> rows;  // true: facade
@@ -610,13 +652,22 @@ void RunFanout(int emu_port, int facade_port, pid_t sidecar, pid_t emulator) {
         for (const PhaseRow& r : rows[facade]) v.push_back(r.*field);
         return Median(v);
       };
+      int ended = 0, errors = 0, late = 0;
+      for (const PhaseRow& r : rows[facade]) {
+        ended += r.ended;
+        errors += r.errors;
+        late += r.complete ? 0 : 1;
+      }
       std::printf(
-          "| %s | %d | %d | %.0f | %.2f ms | %.2f ms | %.0f%% | %.0f%% | "
-          "%.0f%% |\n",
-          facade ? "facade" : "emulator", rate, absl::GetFlag(FLAGS_watchers),
-          med(&PhaseRow::events_per_s), med(&PhaseRow::p50),
+          "| %s | %d (%.0f) | %d | %.0f | %.1f%% | %.2f ms | %.2f ms | %.0f%% "
+          "| %.0f%% | %.0f%% | %d (%d) / %d of %zu |\n",
+          facade ? "facade" : "emulator", rate, med(&PhaseRow::updates_per_s),
+          absl::GetFlag(FLAGS_watchers),
+          med(&PhaseRow::updates_per_s) * absl::GetFlag(FLAGS_watchers),
+          med(&PhaseRow::delivered), med(&PhaseRow::p50),
           med(&PhaseRow::p99), med(&PhaseRow::sidecar_cpu),
-          med(&PhaseRow::emu_cpu), med(&PhaseRow::client_cpu));
+          med(&PhaseRow::emu_cpu), med(&PhaseRow::client_cpu), ended, errors,
+          late, rows[facade].size());
       std::fflush(stdout);
     }
   }
@@ -628,6 +679,9 @@ int Main(const char* argv0) {
   absl::StatusOr<std::string> sidecar_bin =
       integration::FindRunfile("server/informer_sidecar", argv0);
   if (!emu_bin.ok() || !sidecar_bin.ok()) Die("binaries not found");
+  if (!absl::GetFlag(FLAGS_sidecar_binary).empty()) {
+    sidecar_bin = absl::GetFlag(FLAGS_sidecar_binary);
+  }
   char dir[] = "/tmp/kube_api_bench_XXXXXX";
   if (mkdtemp(dir) == nullptr) Die("mkdtemp");
   curl_global_init(CURL_GLOBAL_ALL);
