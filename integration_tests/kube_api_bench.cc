@@ -101,9 +101,9 @@ double CpuSeconds(pid_t pid) {
   std::vector<std::string> fields =
       absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
   double utime = 0, stime = 0;
-  if (fields.size() > 12) {
-    absl::SimpleAtod(fields[11], &utime);
-    absl::SimpleAtod(fields[12], &stime);
+  if (fields.size() > 12 && !(absl::SimpleAtod(fields[11], &utime) &&
+                               absl::SimpleAtod(fields[12], &stime))) {
+    utime = stime = 0;
   }
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
@@ -594,9 +594,10 @@ PhaseRow RunPhase(int port, int emu_port, pid_t sidecar, pid_t emulator,
   // writes less than asked when its own process is short of CPU.
   int64_t updates = 0;
   const size_t at = report.find("\"updates\":");
-  if (at != std::string::npos) {
-    absl::SimpleAtoi(report.substr(at + 10, report.find(',', at) - at - 10),
-                     &updates);
+  if (at == std::string::npos ||
+      !absl::SimpleAtoi(report.substr(at + 10, report.find(',', at) - at - 10),
+                        &updates)) {
+    Die("load report without updates: " + report);
   }
   row.updates_per_s =
       updates / absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration));
