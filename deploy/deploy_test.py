@@ -694,6 +694,14 @@ class DeployTest(unittest.TestCase):
         pod = [sc for sc in sidecars() if sc.flag("cache_upstream")][0]
         service_host = urllib.parse.urlsplit(
             pod.flag("cache_upstream")).hostname
+        # The node's name from the downward API selects the node's pods.
+        env = {e["name"]: e for e in facade.container["env"]}
+        self.assertEqual(
+            env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"],
+            "spec.nodeName")
+        selectors = {r["resource"]: r.get("fieldSelector")
+                     for r in facade.config()["resources"]}
+        self.assertEqual(selectors["pods"], "spec.nodeName=${NODE_NAME}")
         tokens = self.node_cache_tokens(facade)
         # A test-only token for all namespaces, to see what the cache holds.
         tokens["tokens"].append({"name": "test-all", "token": "t" * 40,
