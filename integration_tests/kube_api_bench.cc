@@ -122,8 +122,15 @@ double Percentile(std::vector<int32_t>& v, double p) {
   return v[k] / 1000.0;  // ms
 }
 
+// The child processes, ended by Die (which skips their destructors).
+std::vector<pid_t>& Children() {
+  static auto* children = new std::vector<pid_t>();
+  return *children;
+}
+
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "kube_api_bench: %s\n", what.c_str());
+  for (pid_t pid : Children()) kill(pid, SIGTERM);
   std::exit(1);
 }
 
@@ -149,6 +156,7 @@ class SidecarChild {
                     environ) != 0) {
       Die("cannot start " + binary);
     }
+    Children().push_back(pid_);
     posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
     reader_ = std::thread([this, fd = fds[0], quiet] { Read(fd, quiet); });
@@ -693,6 +701,7 @@ int Main(const char* argv0) {
        "--history=100000"},
       quiet);
   if (!emu.ok()) Die(emu.status().ToString());
+  Children().push_back((*emu)->pid());
   const int emu_port = (*emu)->port();
   {
     HttpClient seed(emu_port);
