@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "emulator/emulator.h"
+#include "emulator/emulator_with_faults.h"
 #include "gtest/gtest.h"
 #include "informer/client/kube_client.h"
 #include "server/config/informer_registry.h"
@@ -80,7 +80,7 @@ class KubeApiEmulatorTest : public ::testing::Test {
     emulator::EmulatorOptions eo;
     eo.v1_24 = true;
     eo.bookmark_interval = absl::Milliseconds(100);
-    emulator_ = std::make_unique<emulator::Emulator>(eo);
+    emulator_ = std::make_unique<emulator::EmulatorWithFaults>(eo);
     ASSERT_TRUE(emulator_->Start().ok());
     informer::client::RestConfig rest;
     rest.server = emulator_->url();
@@ -92,6 +92,7 @@ class KubeApiEmulatorTest : public ::testing::Test {
     ro.resolver = resolver_.get();
     ro.allow_unlisted = lazy;
     ro.lazy_idle_timeout = lazy_idle_timeout_;
+    ro.lazy_sync_wait = absl::Milliseconds(200);
     std::vector<ResourceConfig> configs;
     for (const std::string& r : resources) configs.push_back({.resource = r});
     informer::client::KubeClient* client = kube_.get();
@@ -143,7 +144,7 @@ class KubeApiEmulatorTest : public ::testing::Test {
   }
 
   absl::Duration lazy_idle_timeout_ = absl::Minutes(5);
-  std::unique_ptr<emulator::Emulator> emulator_;
+  std::unique_ptr<emulator::EmulatorWithFaults> emulator_;
   std::unique_ptr<informer::client::KubeClient> kube_;
   std::unique_ptr<DiscoveryResolver> resolver_;
   std::unique_ptr<InformerRegistry> registry_;
@@ -330,6 +331,72 @@ INSTANTIATE_TEST_SUITE_P(History, SlowWatcherTest, ::testing::Bool(),
                            return p.param ? "BeyondTheHistory"
                                           : "WithinTheHistory";
                          });
+
+// Lazy mode (no resource configured): discovery lists what the upstream
+// serves; a first request starts the informer and is answered once it has
+// synced; an open watch keeps it running; idle, it is retired and the next
+// request starts it again.
+TEST_F(KubeApiEmulatorTest, LazyResourcesAreServedOnFirstRequest) {
+  lazy_idle_timeout_ = absl::Milliseconds(400);
+  StartAll({}, {}, /*lazy=*/true);
+  Create("configmaps", "a", ConfigMapJson("a", "cm1"));
+  SimpleResponse list = Get("/api/v1/namespaces/a/configmaps");
+  ASSERT_EQ(list.code, 200) << list.body;
+  EXPECT_NE(list.body.find(R"("name":"cm1")"), std::string::npos);
+  EXPECT_EQ(list.body.rfind(R"({"kind":"ConfigMapList","apiVersion":"v1",)", 0),
+            0u);
+  EXPECT_EQ(registry_->lazy_starts(), 1);
+  SimpleResponse v1 = Get("/api/v1");
+  EXPECT_NE(
+      v1.body.find(
+          R"({"name":"configmaps","singularName":"","namespaced":true,"kind":"ConfigMap","verbs":["get","list","watch"],"shortNames":["cm"]})"),
+      std::string::npos)
+      << v1.body;
+  EXPECT_NE(v1.body.find(R"("name":"pods")"), std::string::npos);
+  EXPECT_EQ(v1.body.find("bindings"), std::string::npos);  // not readable
+  EXPECT_NE(Get("/apis").body.find(R"("name":"apps")"), std::string::npos);
+  EXPECT_EQ(Get("/api/v1/nonsense").code, 404);
+  EXPECT_EQ(Get("/api/v1/namespaces/a/configmaps/cm1").code, 200);
+  // An open watch keeps the informer alive past several idle timeouts.
+  auto watch = RawHttpClient::Connect(server_->port());
+  ASSERT_TRUE(watch->Send("GET", absl::StrCat("/api/v1/namespaces/a/"
+                                              "configmaps?watch=1&"
+                                              "resourceVersion=",
+                                              RvIn(list.body)))
+                  .ok());
+  ASSERT_EQ(watch->ReadHead()->code, 200);
+  registry_->WaitForIdleCheck(absl::Now() + absl::Milliseconds(1200));
+  EXPECT_EQ(registry_->lazy_stops(), 0);
+  Create("configmaps", "a", ConfigMapJson("a", "cm2"));
+  std::vector<std::string> events = ReadUntil(&*watch, "cm2");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rfind(R"({"type":"ADDED")", 0), 0u);
+  // Closed, the watch no longer holds it: it is retired when idle, and
+  // the facade forgets its cache.
+  { RawHttpClient gone = *std::move(watch); }
+  ASSERT_TRUE(WaitUntil([this] { return server_->open_watches() == 0; }));
+  ASSERT_TRUE(WaitUntil([this] { return registry_->lazy_stops() == 1; }));
+  // The next request starts it again, with the current state.
+  list = Get("/api/v1/namespaces/a/configmaps");
+  ASSERT_EQ(list.code, 200) << list.body;
+  EXPECT_NE(list.body.find(R"("name":"cm2")"), std::string::npos);
+  EXPECT_EQ(registry_->lazy_starts(), 2);
+}
+
+TEST_F(KubeApiEmulatorTest, ALazyResourceThatCannotSyncIsTheApiServersTimeout) {
+  StartAll({}, {}, /*lazy=*/true);
+  emulator_->faults().FailRequests("list", "services", 500, -1);
+  SimpleResponse r = Get("/api/v1/services?timeoutSeconds=1");
+  EXPECT_EQ(r.code, 504);
+  EXPECT_EQ(
+      r.body,
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504})");
+  EXPECT_EQ(r.body, RequestTimeoutStatus().Render());
+  // Once the upstream answers, the same request is served.
+  emulator_->faults().Clear();
+  SimpleResponse ok = Get("/api/v1/services?timeoutSeconds=30");
+  EXPECT_EQ(ok.code, 200) << ok.body;
+}
 
 }  // namespace
 }  // namespace kubeapi

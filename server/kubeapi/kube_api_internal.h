@@ -69,6 +69,8 @@ struct KubeApiServer::Request {
 struct KubeApiServer::LazyStart {
   absl::Mutex mu;
   bool done ABSL_GUARDED_BY(mu) = false;
+  // The resource discovery describes (NotFound in `result` when none).
+  informer::client::ApiResource api ABSL_GUARDED_BY(mu);
   absl::StatusOr<InformerRef> result ABSL_GUARDED_BY(mu);
 };
 

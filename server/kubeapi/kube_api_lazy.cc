@@ -71,29 +71,24 @@ std::vector<ApiResource> KubeApiServer::DiscoveryResources() const {
 
 bool KubeApiServer::RouteLazy(Request& r) {
   if (!r.path.subresource.empty()) return false;
-  absl::optional<ApiResource> api;
-  for (ApiResource& known : options_.discovery->Resources()) {
-    if (known.group == r.path.group && known.resource == r.path.resource) {
-      api = std::move(known);
-      break;
-    }
-  }
-  if (!api || api->version != r.path.version || !Readable(*api)) return false;
-  r.lazy_api = *api;
   absl::Duration wait = options_.lazy_sync_wait;
   if (absl::optional<absl::Duration> t = TimeoutSeconds(r.raw_query)) {
     wait = std::min(wait, *t);
   }
   r.deadline = absl::Now() + wait;
   auto job = std::make_shared<LazyStart>();
-  const std::string name = CanonicalResourceName(*api);
-  InformerRegistry* registry = options_.registry;
-  // Find() builds and starts the informer and waits (boundedly) for its
-  // sync: never on the event loop.
-  PostToWorker([this, job, registry, name] {
-    absl::StatusOr<InformerRef> ref = registry->Find(name);
+  // Discovery may need a refresh (read at start-up failed, or a CRD came
+  // later) and Find() builds and starts the informer and waits (boundedly)
+  // for its sync: never on the event loop.
+  PostToWorker([this, job, group = r.path.group, version = r.path.version,
+                resource = r.path.resource] {
+    absl::optional<ApiResource> api = LookUpLazy(group, version, resource);
+    absl::StatusOr<InformerRef> ref =
+        api ? options_.registry->Find(CanonicalResourceName(*api))
+            : absl::NotFoundError("no such resource");
     {
       absl::MutexLock lock(&job->mu);
+      if (api) job->api = *api;
       job->result = std::move(ref);
       job->done = true;
     }
@@ -102,6 +97,30 @@ bool KubeApiServer::RouteLazy(Request& r) {
   Park(r, kWaitForLazy, wait);
   parked_.back()->lazy = std::move(job);
   return true;
+}
+
+absl::optional<ApiResource> KubeApiServer::LookUpLazy(
+    const std::string& group, const std::string& version,
+    const std::string& resource) {
+  auto find = [&]() -> absl::optional<ApiResource> {
+    // The first match is the group's preferred version: the one a lazy
+    // informer of the resource watches.
+    for (ApiResource& known : options_.discovery->Resources()) {
+      if (known.group != group || known.resource != resource) continue;
+      if (known.version != version || !Readable(known)) return absl::nullopt;
+      return std::move(known);
+    }
+    return absl::nullopt;
+  };
+  absl::optional<ApiResource> api = find();
+  const absl::Time now = absl::Now();
+  if (!api && now - last_discovery_refresh_ >= absl::Seconds(10)) {
+    last_discovery_refresh_ = now;
+    absl::Status st = options_.discovery->Refresh();
+    if (!st.ok()) LOG(WARNING) << "Kubernetes API facade: discovery: " << st;
+    api = find();
+  }
+  return api;
 }
 
 void KubeApiServer::ResumeLazy(Request& r, absl::StatusOr<InformerRef> ref) {
@@ -118,12 +137,12 @@ void KubeApiServer::ResumeLazy(Request& r, absl::StatusOr<InformerRef> ref) {
     return;
   }
   r.served = LazyServed(r.lazy_api, *ref);
+  r.lease = *std::move(ref);
   if (r.served == nullptr) {
     ApiStatus st = NotReadyStatus(CanonicalResourceName(r.lazy_api));
     ReplyStatus(r.req, nullptr, "", st);
     return;
   }
-  r.lease = *std::move(ref);
   HandleRouted(r);
 }
 
@@ -231,8 +250,9 @@ void KubeApiServer::StartWorker() {
   if (options_.discovery->Resources().empty()) {
     // Lazy mode with nothing configured: discovery may not have been read
     // yet; /api/v1 and /apis list what it knows.
-    PostToWorker([d = options_.discovery] {
-      absl::Status st = d->Refresh();
+    PostToWorker([this] {
+      last_discovery_refresh_ = absl::Now();
+      absl::Status st = options_.discovery->Refresh();
       if (!st.ok()) LOG(WARNING) << "Kubernetes API facade: discovery: " << st;
     });
   }

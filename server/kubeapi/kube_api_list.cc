@@ -217,7 +217,10 @@ void KubeApiServer::RetryParked() {
         {
           absl::MutexLock lock(&p->lazy->mu);
           found = p->lazy->done;
-          if (found) ref = std::move(p->lazy->result);
+          if (found) {
+            ref = std::move(p->lazy->result);
+            p->request.lazy_api = p->lazy->api;
+          }
         }
         if (found) {
           p->done = true;

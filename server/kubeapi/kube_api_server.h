@@ -199,6 +199,11 @@ class KubeApiServer {
   // Starts (off the loop) the lazy informer of `r`'s path and parks `r`
   // until it is there; false when the path names no resource to serve.
   bool RouteLazy(Request& r);
+  // Worker thread: the resource discovery lists for a path (refreshing
+  // discovery, at most every 10 s, when it lists none).
+  absl::optional<informer::client::ApiResource> LookUpLazy(
+      const std::string& group, const std::string& version,
+      const std::string& resource);
   // Continues a request whose lazy informer lookup finished.
   void ResumeLazy(Request& r, absl::StatusOr<InformerRef> ref);
   // The Served of a lazily started informer (created on first use).
@@ -292,6 +297,8 @@ class KubeApiServer {
   bool worker_stop_ ABSL_GUARDED_BY(worker_mu_) = false;
   std::thread worker_;
   int observer_ = -1;
+  // Worker thread only.
+  absl::Time last_discovery_refresh_ = absl::InfinitePast();
 
   metrics::CounterFamily* requests_ = nullptr;
   metrics::CounterFamily* bytes_ = nullptr;
