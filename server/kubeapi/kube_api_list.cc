@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/kubeapi/kube_api_internal.h"
 #include "server/kubeapi/kube_api_server.h"
+#include "server/kubeapi/table_writer.h"
 
 namespace server {
 namespace kubeapi {
@@ -154,6 +155,13 @@ void KubeApiServer::ReplyList(Request& r, const ResourceCache::Page& page,
                               const std::string& meta) {
   Served* s = r.served;
   evbuffer* body = evbuffer_new();
+  if (r.opts.table) {
+    AppendTable(r.form, page.objects, meta, r.opts.include_object,
+                absl::Now(), body);
+    Reply(r.req, s, r.verb, 200, body);
+    evbuffer_free(body);
+    return;
+  }
   std::string head = ListHead(r.form, s->api.kind, s->group_version, meta);
   evbuffer_add(body, head.data(), head.size());
   bool first = true;

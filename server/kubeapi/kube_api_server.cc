@@ -26,6 +26,7 @@
 #include "server/config/resource_resolver.h"
 #include "server/kubeapi/discovery_documents.h"
 #include "server/kubeapi/kube_api_internal.h"
+#include "server/kubeapi/table_writer.h"
 
 namespace server {
 namespace kubeapi {
@@ -644,7 +645,8 @@ void KubeApiServer::HandleResource(Request& r) {
   r.form.api_version = s->group_version;
   r.form.cache_metadata_only = s->metadata_only;
   r.form.metadata_only = r.opts.metadata_only;
-  if (s->metadata_only && !r.opts.metadata_only) {
+  // A Table's rows need only what a metadata-only cache has (Name, Age).
+  if (s->metadata_only && !r.opts.metadata_only && !r.opts.table) {
     ReplyStatus(req, s, r.verb,
                 NotAcceptableStatus(absl::StrCat(
                     "the sidecar caches only the metadata of ", s->name,
@@ -686,7 +688,14 @@ void KubeApiServer::HandleGet(Request& r) {
     return;
   }
   evbuffer* body = evbuffer_new();
-  AppendObject(r.form, obj, /*type_meta=*/true, 0, body);
+  if (r.opts.table) {
+    AppendTable(r.form, {obj},
+                absl::StrCat(R"({"resourceVersion":")",
+                             obj->resource_version(), "\"}"),
+                r.opts.include_object, absl::Now(), body);
+  } else {
+    AppendObject(r.form, obj, /*type_meta=*/true, 0, body);
+  }
   Reply(r.req, s, r.verb, 200, body);
   evbuffer_free(body);
 }
