@@ -226,9 +226,10 @@ ApiStatus MethodNotAllowedStatus() {
 }
 
 ApiStatus TooLargeResourceVersionStatus(int64_t requested, int64_t current) {
+  // apimachinery's NewTimeoutError prefixes its message with "Timeout: ".
   ApiStatus s = Failure(504, "Timeout",
-                        absl::StrCat("Too large resource version: ", requested,
-                                     ", current: ", current));
+                        absl::StrCat("Timeout: Too large resource version: ",
+                                     requested, ", current: ", current));
   s.has_details = true;
   s.causes.push_back(
       {"ResourceVersionTooLarge", "Too large resource version", ""});
@@ -301,7 +302,8 @@ ApiStatus FromStoreError(const absl::Status& error, const ResourceInfo& r,
     case absl::StatusCode::kFailedPrecondition:
       return InvalidStatus(r, name, error.message());
     case absl::StatusCode::kDeadlineExceeded: {
-      ApiStatus s = Failure(504, "Timeout", error.message());
+      ApiStatus s =
+          Failure(504, "Timeout", absl::StrCat("Timeout: ", error.message()));
       s.has_details = true;
       s.causes.push_back(
           {"ResourceVersionTooLarge", "Too large resource version", ""});

@@ -182,12 +182,16 @@ absl::StatusOr<std::vector<ApiResource>> ParseApiResourceList(
     res.singular = Str(r, "singularName");
     // Built-in resources leave singularName empty (v1.24): kubectl derives
     // it from the kind.
-    if (res.singular.empty()) res.singular = absl::AsciiStrToLower(res.kind);
+    if (res.singular.empty()) {
+      res.singular = absl::AsciiStrToLower(res.kind);
+      res.singular_derived = true;
+    }
     auto ns = r.FindMember("namespaced");
     res.namespaced =
         ns != r.MemberEnd() && ns->value.IsBool() && ns->value.GetBool();
     res.short_names = StrList(r, "shortNames");
     res.verbs = StrList(r, "verbs");
+    res.categories = StrList(r, "categories");
     out.push_back(std::move(res));
   }
   return out;

@@ -28,10 +28,16 @@ struct ApiResource {
   std::string version;
   std::string resource;  // plural, e.g. "deployments"
   std::string singular;  // e.g. "deployment"
+  // The server left singularName empty (v1.24 does for built-in types) and
+  // `singular` was derived from the kind; a server that re-serves the
+  // discovery writes "" again.
+  bool singular_derived = false;
   std::string kind;      // e.g. "Deployment"
   bool namespaced = false;
   std::vector<std::string> short_names;
   std::vector<std::string> verbs;
+  // e.g. {"all"}: what `kubectl get all` lists.
+  std::vector<std::string> categories;
 
   // "v1" or "apps/v1".
   std::string GroupVersion() const;

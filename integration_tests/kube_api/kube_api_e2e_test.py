@@ -322,6 +322,37 @@ class FacadeTest(unittest.TestCase):
                              capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("configmap/cm-0000", out.stdout.split())
+        # Human-readable output comes from the facade's server-side Tables:
+        # the pod printer's columns for Pods, Name and Age otherwise.
+        out = subprocess.run(base + ["get", "cm", "-n", "demo"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["NAME", "AGE"])
+        self.assertIn("cm-0000", [l.split()[0] for l in lines[1:]])
+        code, _, body = request(
+            "%s/api/v1/namespaces/demo/pods" % self.p.emulator, "POST",
+            {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "kubectl-pod"},
+             "spec": {"nodeName": "node-1",
+                      "containers": [{"name": "c", "image": "busybox"}]}})
+        self.assertEqual(code, 201, body)
+        rv = json.loads(body)["metadata"]["resourceVersion"]
+        code, _, body = self.facade(
+            "/api/v1/pods?resourceVersionMatch=NotOlderThan&resourceVersion="
+            + rv)
+        self.assertEqual(code, 200, body)
+        out = subprocess.run(base + ["get", "pods", "-n", "demo", "-o", "wide"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(lines[0].split(),
+                         ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP",
+                          "NODE", "NOMINATED", "NODE", "READINESS", "GATES"])
+        row = lines[1].split()
+        self.assertEqual(row[:2], ["kubectl-pod", "0/1"])
+        self.assertIn("node-1", row)
+        self.assertIn("<none>", row)  # no IP yet, no nominated node
         out = subprocess.run(base + ["api-resources", "--no-headers"],
                              capture_output=True, text=True, timeout=60)
         self.assertEqual([l.split()[0] for l in out.stdout.splitlines()],

@@ -232,6 +232,17 @@ ApiStatus TooLargeResourceVersionStatus(int64_t requested, int64_t current) {
   return s;
 }
 
+ApiStatus RequestTimeoutStatus() {
+  ApiStatus s;
+  s.code = 504;
+  s.reason = "Timeout";
+  s.message =
+      "Timeout: request did not complete within requested timeout - context "
+      "deadline exceeded";
+  s.empty_details = true;
+  return s;
+}
+
 ApiStatus NotReadyStatus(absl::string_view resource) {
   ApiStatus s;
   s.code = 503;

@@ -84,6 +84,10 @@ ApiStatus ContinueExpiredStatus(absl::string_view inconsistent);
 ApiStatus WatchTooOldStatus(int64_t requested, int64_t oldest);
 // 504: the cache did not reach `requested` within the wait.
 ApiStatus TooLargeResourceVersionStatus(int64_t requested, int64_t current);
+// 504: a request that did not complete in time (the API server's timeout
+// filter: "Timeout: request did not complete within requested timeout -
+// context deadline exceeded", details {}).
+ApiStatus RequestTimeoutStatus();
 // 503 while a resource's cache has not synced yet.
 ApiStatus NotReadyStatus(absl::string_view resource);
 // 406: a metadata-only cache asked for full objects.

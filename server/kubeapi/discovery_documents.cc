@@ -97,15 +97,22 @@ absl::optional<std::string> ApiResourceListDocument(
   for (const ApiResource* r : served) {
     std::string one = absl::StrCat(
         R"({"name":)", JsonQuote(r->resource), R"(,"singularName":)",
-        JsonQuote(r->singular), R"(,"namespaced":)",
+        JsonQuote(r->singular_derived ? "" : r->singular),
+        R"(,"namespaced":)",
         r->namespaced ? "true" : "false", R"(,"kind":)", JsonQuote(r->kind),
         R"(,"verbs":["get","list","watch"])");
-    if (!r->short_names.empty()) {
+    // The API server's order: shortNames, then categories, each omitted
+    // when empty.
+    for (const auto& [key, values] :
+         {std::pair<const char*, const std::vector<std::string>*>{
+              "shortNames", &r->short_names},
+          {"categories", &r->categories}}) {
+      if (values->empty()) continue;
       std::string names;
-      for (const std::string& n : r->short_names) {
+      for (const std::string& n : *values) {
         absl::StrAppend(&names, names.empty() ? "" : ",", JsonQuote(n));
       }
-      absl::StrAppend(&one, R"(,"shortNames":[)", names, "]");
+      absl::StrAppend(&one, ",\"", key, "\":[", names, "]");
     }
     absl::StrAppend(&list, list.empty() ? "" : ",", one, "}");
   }

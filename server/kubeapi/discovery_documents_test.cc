@@ -47,23 +47,56 @@ TEST(DiscoveryDocumentsTest, GroupListHasTheServedGroupsInTheApiServersForm) {
                      apps, "]}"));
 }
 
-// singularName is what the client's discovery knows (it derives the
-// singular where the API server leaves it empty, as v1.24 does for built-in
-// types; kubectl accepts both).
-TEST(DiscoveryDocumentsTest, CoreResourceListServesReadVerbsOnly) {
+// The API server's entry for `resource` in a captured APIResourceList, as
+// the facade must write it: the same bytes but for the verbs (read-only)
+// and storageVersionHash (the facade stores nothing).
+std::string ReadOnlyEntry(const std::string& capture,
+                          const std::string& resource) {
+  std::string doc = ReadCapture(capture);
+  size_t start = doc.find(absl::StrCat(R"({"name":")", resource, "\""));
+  EXPECT_NE(start, std::string::npos) << resource;
+  std::string entry = doc.substr(start, doc.find('}', start) + 1 - start);
+  size_t verbs = entry.find(R"("verbs":[)");
+  entry.replace(verbs, entry.find(']', verbs) + 1 - verbs,
+                R"("verbs":["get","list","watch"])");
+  size_t hash = entry.find(R"(,"storageVersionHash":")");
+  if (hash != std::string::npos) {
+    entry.erase(hash, entry.find('"', hash + 23) + 1 - hash);
+  }
+  return entry;
+}
+
+// Entries are the API server's, byte for byte (singularName "" for
+// built-in types as v1.24 writes it, categories kept for `kubectl get
+// all`), with only the read verbs.
+TEST(DiscoveryDocumentsTest, CoreResourceListIsTheApiServersWithReadVerbs) {
   std::vector<ApiResource> resources = Captured();
   absl::optional<std::string> doc =
       ApiResourceListDocument(resources, "", "v1");
   ASSERT_TRUE(doc.has_value());
+  const std::string cm = ReadOnlyEntry("discovery-api-v1.json", "configmaps");
+  const std::string pods = ReadOnlyEntry("discovery-api-v1.json", "pods");
   EXPECT_EQ(
-      *doc,
-      R"({"kind":"APIResourceList","groupVersion":"v1","resources":[)"
-      R"({"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["get","list","watch"],"shortNames":["cm"]},)"
-      R"({"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["get","list","watch"],"shortNames":["po"]}]})");
+      cm,
+      R"({"name":"configmaps","singularName":"","namespaced":true,"kind":"ConfigMap","verbs":["get","list","watch"],"shortNames":["cm"]})");
+  EXPECT_NE(pods.find(R"("categories":["all"])"), std::string::npos);
+  EXPECT_EQ(*doc,
+            absl::StrCat(R"({"kind":"APIResourceList","groupVersion":"v1",)",
+                         R"("resources":[)", cm, ",", pods, "]}"));
   // The same prefix as the API server's document (no apiVersion for v1).
   EXPECT_EQ(ReadCapture("discovery-api-v1.json")
                 .rfind(R"({"kind":"APIResourceList","groupVersion":"v1",)", 0),
             0u);
+  // A singularName the server did write (a CRD's) is written again.
+  ApiResource crd;
+  crd.group = "example.com";
+  crd.version = "v1";
+  crd.resource = "widgets";
+  crd.singular = "widget";
+  crd.kind = "Widget";
+  EXPECT_NE(ApiResourceListDocument({crd}, "example.com", "v1")
+                ->find(R"("singularName":"widget")"),
+            std::string::npos);
 }
 
 TEST(DiscoveryDocumentsTest, GroupResourceListAndUnknownGroups) {
@@ -72,10 +105,10 @@ TEST(DiscoveryDocumentsTest, GroupResourceListAndUnknownGroups) {
       ApiResourceListDocument(resources, "apps", "v1");
   ASSERT_TRUE(doc.has_value());
   EXPECT_EQ(
-      doc->rfind(
-          R"({"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apps/v1","resources":[{"name":"deployments",)",
-          0),
-      0u);
+      *doc,
+      absl::StrCat(
+          R"({"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apps/v1","resources":[)",
+          ReadOnlyEntry("discovery-apis-apps-v1.json", "deployments"), "]}"));
   EXPECT_FALSE(ApiResourceListDocument(resources, "batch", "v1").has_value());
   EXPECT_FALSE(ApiGroupDocument(resources, "batch").has_value());
   EXPECT_EQ(

@@ -113,6 +113,10 @@ absl::StatusOr<std::unique_ptr<KubeApiServer>> StartKubeApiFromFlags(
   options->registry = registry;
   options->resources = *std::move(resources);
   options->authorizer = authorizer;
+  // Lazy mode: the facade serves unlisted resources too, starting their
+  // informers on first request as the gRPC side does.
+  options->lazy = registry->lazy_mode();
+  options->discovery = discovery;
   options->metrics = metrics;
   absl::StatusOr<std::unique_ptr<KubeApiServer>> server =
       KubeApiServer::Create(*std::move(options));

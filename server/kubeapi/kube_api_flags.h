@@ -46,8 +46,10 @@ absl::StatusOr<std::vector<informer::client::ApiResource>> ResourcesOf(
 
 // The sidecar's wiring in one call: null when --kube_api_listen is unset;
 // otherwise a started facade over every configured resource of `registry`
-// (discovery resolves them), with the gRPC side's authorizer (may be null)
-// and metrics registry (may be null). Errors name the flag or resource.
+// (discovery resolves them) and, when the registry is in lazy mode, over
+// every other resource `discovery` lists (started on first request), with
+// the gRPC side's authorizer (may be null) and metrics registry (may be
+// null). Errors name the flag or resource.
 absl::StatusOr<std::unique_ptr<KubeApiServer>> StartKubeApiFromFlags(
     InformerRegistry* registry, informer::client::Discovery* discovery,
     const Authorizer* authorizer, metrics::Registry* metrics);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "informer/cache/shared_informer.h"
 #include "informer/client/discovery.h"
@@ -30,7 +31,14 @@ struct KubeApiServer::Served {
   std::string name;
   // "v1" or "group/version".
   std::string group_version;
+  // The informer. A configured one is leased for the facade's life; a
+  // lazy one only kept in memory (`keep`), so that it can go idle: each
+  // request leases it (Request::lease) and each watch counts in its
+  // `streams`.
+  InformerEntry* entry = nullptr;
   InformerRef ref;
+  std::shared_ptr<InformerEntry> keep;
+  bool lazy = false;
   std::unique_ptr<ResourceCache> cache;
   informer::HandlerRegistration* registration = nullptr;
   // The informer's namespace ("" = all) and whether it caches metadata only.
@@ -48,6 +56,22 @@ struct KubeApiServer::Request {
   std::string verb;
   RequestOptions opts;
   ObjectForm form;
+  std::string method;
+  std::string raw_query;
+  // Lazy resources: the informer's lease while the request is handled, and
+  // the time by which its informer must have synced (then 504).
+  InformerRef lease;
+  informer::client::ApiResource lazy_api;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+// A lazy informer lookup running on the worker thread.
+struct KubeApiServer::LazyStart {
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  // The resource discovery describes (NotFound in `result` when none).
+  informer::client::ApiResource api ABSL_GUARDED_BY(mu);
+  absl::StatusOr<InformerRef> result ABSL_GUARDED_BY(mu);
 };
 
 // A list waiting for the cache to reach a resourceVersion.
@@ -59,6 +83,8 @@ struct KubeApiServer::Parked {
   KubeApiServer* server = nullptr;
   bool done = false;
   ParkedHandle handle;
+  // Set while waiting for a lazy informer lookup (want_rv kWaitForLazy).
+  std::shared_ptr<LazyStart> lazy;
 };
 
 struct KubeApiServer::Watcher {
@@ -82,6 +108,8 @@ struct KubeApiServer::Watcher {
   bool blocked = false;
   event* timeout = nullptr;
   event* bookmark = nullptr;
+  // Armed while blocked: terminates the watch if the queue never drains.
+  event* slow = nullptr;
 };
 
 }  // namespace kubeapi

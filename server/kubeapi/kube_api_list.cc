@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/kubeapi/kube_api_internal.h"
 #include "server/kubeapi/kube_api_server.h"
+#include "server/kubeapi/table_writer.h"
 
 namespace server {
 namespace kubeapi {
@@ -105,6 +106,9 @@ bool KubeApiServer::HandleList(Request& r) {
   const RequestOptions& o = r.opts;
   const std::string prefix =
       r.path.namespace_.empty() ? "" : absl::StrCat(r.path.namespace_, "/");
+  // A resourceVersion the upstream reported by a bookmark only is reached
+  // too (not just at the next tick).
+  SyncProgress(s);
   ListBounds b = ResolveListBounds(o, prefix, *s->cache);
   if (b.park) {
     // Wait (parked, on this thread's event loop) for the cache.
@@ -151,6 +155,13 @@ void KubeApiServer::ReplyList(Request& r, const ResourceCache::Page& page,
                               const std::string& meta) {
   Served* s = r.served;
   evbuffer* body = evbuffer_new();
+  if (r.opts.table) {
+    AppendTable(r.form, page.objects, meta, r.opts.include_object,
+                absl::Now(), body);
+    Reply(r.req, s, r.verb, 200, body);
+    evbuffer_free(body);
+    return;
+  }
   std::string head = ListHead(r.form, s->api.kind, s->group_version, meta);
   evbuffer_add(body, head.data(), head.size());
   bool first = true;
@@ -178,9 +189,15 @@ void KubeApiServer::Park(Request& r, int64_t want_rv, absl::Duration wait) {
           evhttp_connection_set_closecb(
               evhttp_request_get_connection(p->request.req), nullptr, nullptr);
           Served* s = p->request.served;
+          // A lazy resource not there in time: the API server's request
+          // timeout.
+          const bool lazy =
+              p->want_rv == kWaitForLazy || (s != nullptr && s->lazy);
           p->server->ReplyStatus(
               p->request.req, s, p->request.verb,
-              p->want_rv == kWaitForSync
+              p->want_rv == kWaitForLazy || (lazy && p->want_rv == kWaitForSync)
+                  ? RequestTimeoutStatus()
+              : p->want_rv == kWaitForSync
                   ? NotReadyStatus(s->name)
                   : TooLargeResourceVersionStatus(
                         p->want_rv, s->cache->resource_version()));
@@ -201,10 +218,37 @@ void KubeApiServer::RetryParked() {
   std::vector<std::unique_ptr<Parked>> waiting;
   waiting.swap(parked_);
   for (auto& p : waiting) {
+    if (p->want_rv == kWaitForLazy) {
+      if (!p->done) {
+        bool found = false;
+        absl::StatusOr<InformerRef> ref;
+        {
+          absl::MutexLock lock(&p->lazy->mu);
+          found = p->lazy->done;
+          if (found) {
+            ref = std::move(p->lazy->result);
+            p->request.lazy_api = p->lazy->api;
+          }
+        }
+        if (found) {
+          p->done = true;
+          evhttp_connection_set_closecb(
+              evhttp_request_get_connection(p->request.req), nullptr, nullptr);
+          ResumeLazy(p->request, std::move(ref));
+        }
+      }
+      if (p->done) {
+        event_free(p->timer);
+      } else {
+        parked_.push_back(std::move(p));
+      }
+      continue;
+    }
     Served* s = p->request.served;
     bool ready = p->want_rv == kWaitForSync
                      ? s->registration->HasSynced()
-                     : s->cache->resource_version() >= p->want_rv;
+                     : (SyncProgress(s),
+                        s->cache->resource_version() >= p->want_rv);
     if (!p->done && ready) {
       p->done = true;
       evhttp_connection_set_closecb(

@@ -15,6 +15,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -25,6 +26,7 @@
 #include "server/config/resource_resolver.h"
 #include "server/kubeapi/discovery_documents.h"
 #include "server/kubeapi/kube_api_internal.h"
+#include "server/kubeapi/table_writer.h"
 
 namespace server {
 namespace kubeapi {
@@ -161,6 +163,7 @@ absl::StatusOr<std::unique_ptr<KubeApiServer>> KubeApiServer::Create(
                        ref.status().message()));
     }
     served->ref = *ref;
+    served->entry = ref->get();
     served->informer_namespace = (*ref)->config.namespace_;
     served->metadata_only = (*ref)->config.metadata_only;
     std::string key =
@@ -171,6 +174,11 @@ absl::StatusOr<std::unique_ptr<KubeApiServer>> KubeApiServer::Create(
     }
     s->by_path_[key] = served.get();
     s->served_.push_back(std::move(served));
+  }
+  s->configured_ = s->served_.size();
+  if (s->options_.lazy && s->options_.discovery == nullptr) {
+    return absl::InvalidArgumentError(
+        "kube API facade: lazy mode needs API discovery");
   }
   if (!s->options_.tls_cert_file.empty()) {
     absl::StatusOr<SSL_CTX*> ctx = NewTlsContext(s->options_);
@@ -191,6 +199,13 @@ absl::StatusOr<std::unique_ptr<KubeApiServer>> KubeApiServer::Create(
     auto watchers =
         m->AddGauge("informer_sidecar_kube_api_watches",
                     "Open watches on the Kubernetes API facade.", {"resource"});
+    auto slow = m->AddCounter(
+        "informer_sidecar_kube_api_slow_watches_terminated_total",
+        "Watches the Kubernetes API facade closed because their client did "
+        "not read them (the queue stayed full), by resource.",
+        {"resource"});
+    if (!slow.ok()) return slow.status();
+    s->slow_gauge_ = *slow;
     if (!requests.ok()) return requests.status();
     if (!bytes.ok()) return bytes.status();
     if (!watchers.ok()) return watchers.status();
@@ -220,8 +235,13 @@ absl::Status KubeApiServer::Start() {
   absl::Status subscribed = SubscribeCaches();
   if (!subscribed.ok()) return subscribed;
   StartParkedTick();
+  if (options_.lazy) StartWorker();
   loop_ =
       std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
+  if (options_.lazy) {
+    observer_ = options_.registry->AddObserver(
+        {.on_retired = [this](InformerEntry* e) { OnLazyRetired(e); }});
+  }
   LOG(INFO) << "Kubernetes API facade serving " << served_.size()
             << " resources on " << (ssl_ctx_ ? "https://" : "http://")
             << advertised_;
@@ -292,7 +312,7 @@ absl::Status KubeApiServer::SubscribeCaches() {
     informer::HandlerOptions ho;
     ho.non_blocking = true;
     absl::StatusOr<informer::HandlerRegistration*> reg =
-        s->ref->informer->AddEventHandler(s->cache.get(), ho);
+        s->entry->informer->AddEventHandler(s->cache.get(), ho);
     if (!reg.ok()) return reg.status();
     s->registration = *reg;
   }
@@ -301,11 +321,13 @@ absl::Status KubeApiServer::SubscribeCaches() {
 
 void KubeApiServer::StartParkedTick() {
   // Requests waiting for a cache to sync are re-checked on this tick (a
-  // sync is no change the caches report).
+  // sync is no change the caches report), and so is the resourceVersion
+  // the informers reached without changes (bookmarks).
   tick_ = event_new(
       base_, -1, EV_PERSIST,
       [](int, short, void* self) {
         auto* s = static_cast<KubeApiServer*>(self);
+        for (auto& served : s->served_) s->SyncProgress(served.get());
         if (!s->parked_.empty()) s->RetryParked();
       },
       this);
@@ -316,12 +338,9 @@ void KubeApiServer::StartParkedTick() {
 void KubeApiServer::Shutdown() {
   if (!started_ || shut_down_) return;
   shut_down_ = true;
-  for (auto& s : served_) {
-    if (s->registration != nullptr) {
-      (void)s->ref->informer->RemoveEventHandler(s->registration);
-      s->registration = nullptr;
-    }
-  }
+  // A retirement being handled waits for the loop: before it stops.
+  if (observer_ >= 0) options_.registry->RemoveObserver(observer_);
+  observer_ = -1;
   if (loop_.joinable()) {
     // Close the watches on the loop thread, then stop it.
     event_base_once(
@@ -347,6 +366,13 @@ void KubeApiServer::Shutdown() {
         this, nullptr);
     loop_.join();
   }
+  StopWorker();
+  for (auto& s : served_) {
+    if (s->registration != nullptr) {
+      (void)s->entry->informer->RemoveEventHandler(s->registration);
+      s->registration = nullptr;
+    }
+  }
   if (http_ != nullptr) evhttp_free(http_);
   if (wake_ != nullptr) event_free(wake_);
   if (tick_ != nullptr) event_free(tick_);
@@ -358,8 +384,9 @@ void KubeApiServer::Shutdown() {
 }
 
 bool KubeApiServer::WaitForSync(absl::Duration timeout) const {
-  for (const auto& s : served_) {
-    if (!s->ref->informer->WaitForSync(timeout)) return false;
+  for (size_t i = 0; i < configured_; ++i) {
+    const Served* s = served_[i].get();
+    if (!s->entry->informer->WaitForSync(timeout)) return false;
     if (s->registration == nullptr) return false;
     // A non-blocking handler has seen the initial state once the informer
     // synced; WaitIdle covers the queued case too.
@@ -367,6 +394,15 @@ bool KubeApiServer::WaitForSync(absl::Duration timeout) const {
     if (!s->registration->HasSynced()) return false;
   }
   return true;
+}
+
+bool KubeApiServer::SyncProgress(Served* s) {
+  // Every change up to the applied resourceVersion has reached the cache
+  // (a non-blocking handler runs before the informer marks it applied).
+  if (s->cache == nullptr || !s->registration->HasSynced()) return false;
+  int64_t applied =
+      ParseResourceVersion(s->entry->informer->LastAppliedResourceVersion());
+  return applied > 0 && s->cache->AdvanceTo(applied);
 }
 
 void KubeApiServer::Wake() {
@@ -440,15 +476,15 @@ void KubeApiServer::HandleDiscovery(evhttp_request* req,
       doc = ApiVersionsDocument(advertised_);
       break;
     case RequestPath::Type::kApis:
-      doc = ApiGroupListDocument(options_.resources);
+      doc = ApiGroupListDocument(DiscoveryResources());
       break;
     case RequestPath::Type::kGroup:
-      doc = ApiGroupDocument(options_.resources, path.group);
+      doc = ApiGroupDocument(DiscoveryResources(), path.group);
       break;
     case RequestPath::Type::kGroupVersion:
       if (path.group.empty() && path.version != "v1") break;
-      doc =
-          ApiResourceListDocument(options_.resources, path.group, path.version);
+      doc = ApiResourceListDocument(DiscoveryResources(), path.group,
+                                    path.version);
       break;
     default:
       break;
@@ -494,8 +530,11 @@ void KubeApiServer::Handle(evhttp_request* req) {
   r.req = req;
   r.path = *parsed;
   if (r.path.type == RequestPath::Type::kHealth) {
+    // Lazy informers never gate readiness (as on the gRPC side).
     bool ready = true;
-    for (auto& s : served_) ready = ready && s->registration->HasSynced();
+    for (size_t i = 0; i < configured_; ++i) {
+      ready = ready && served_[i]->registration->HasSynced();
+    }
     if (r.path.health == "readyz" && !ready) {
       ReplyText(req, nullptr, "get", 500,
                 "[-]informer-sync failed: caches have not synced\nreadyz check "
@@ -510,16 +549,29 @@ void KubeApiServer::Handle(evhttp_request* req) {
     HandleDiscovery(req, r.path, method);
     return;
   }
+  r.method = method;
+  r.raw_query = raw_query;
   auto it = by_path_.find(
       absl::StrCat(r.path.group, "/", r.path.version, "/", r.path.resource));
-  if (it == by_path_.end() || !r.path.subresource.empty() ||
-      (!it->second->api.namespaced && !r.path.namespace_.empty()) ||
-      (it->second->api.namespaced && r.path.namespace_.empty() &&
+  if (it != by_path_.end() && !it->second->lazy) {
+    r.served = it->second;
+    HandleRouted(r);
+  } else if (!options_.lazy || !RouteLazy(r)) {
+    ReplyStatus(req, nullptr, "", UnknownPathStatus());
+  }
+}
+
+void KubeApiServer::HandleRouted(Request& r) {
+  evhttp_request* req = r.req;
+  const std::string& method = r.method;
+  const Served* s = r.served;
+  if (!r.path.subresource.empty() ||
+      (!s->api.namespaced && !r.path.namespace_.empty()) ||
+      (s->api.namespaced && r.path.namespace_.empty() &&
        !r.path.name.empty())) {
     ReplyStatus(req, nullptr, "", UnknownPathStatus());
     return;
   }
-  r.served = it->second;
   bool collection = r.path.name.empty();
   if (method == "GET" || method == "HEAD") {
     r.verb = collection ? "list" : "get";
@@ -530,7 +582,7 @@ void KubeApiServer::Handle(evhttp_request* req) {
   std::multimap<std::string, std::string> query;
   evkeyvalq params;
   TAILQ_INIT(&params);
-  if (evhttp_parse_query_str(raw_query.c_str(), &params) != 0) {
+  if (evhttp_parse_query_str(r.raw_query.c_str(), &params) != 0) {
     ReplyStatus(req, r.served, r.verb, BadRequestStatus("malformed query"));
     return;
   }
@@ -593,7 +645,8 @@ void KubeApiServer::HandleResource(Request& r) {
   r.form.api_version = s->group_version;
   r.form.cache_metadata_only = s->metadata_only;
   r.form.metadata_only = r.opts.metadata_only;
-  if (s->metadata_only && !r.opts.metadata_only) {
+  // A Table's rows need only what a metadata-only cache has (Name, Age).
+  if (s->metadata_only && !r.opts.metadata_only && !r.opts.table) {
     ReplyStatus(req, s, r.verb,
                 NotAcceptableStatus(absl::StrCat(
                     "the sidecar caches only the metadata of ", s->name,
@@ -605,8 +658,11 @@ void KubeApiServer::HandleResource(Request& r) {
   }
   if (!s->registration->HasSynced()) {
     // As the API server's watch cache, requests wait for the cache to be
-    // initialised (a 503 after `sync_wait`).
-    Park(r, kWaitForSync, options_.sync_wait);
+    // initialised (a 503 after `sync_wait`; for a lazy resource, a 504 at
+    // the request's deadline).
+    Park(r, kWaitForSync,
+         s->lazy ? std::max(r.deadline - absl::Now(), absl::ZeroDuration())
+                 : options_.sync_wait);
     return;
   }
   Dispatch(r);
@@ -632,7 +688,14 @@ void KubeApiServer::HandleGet(Request& r) {
     return;
   }
   evbuffer* body = evbuffer_new();
-  AppendObject(r.form, obj, /*type_meta=*/true, 0, body);
+  if (r.opts.table) {
+    AppendTable(r.form, {obj},
+                absl::StrCat(R"({"resourceVersion":")",
+                             obj->resource_version(), "\"}"),
+                r.opts.include_object, absl::Now(), body);
+  } else {
+    AppendObject(r.form, obj, /*type_meta=*/true, 0, body);
+  }
   Reply(r.req, s, r.verb, 200, body);
   evbuffer_free(body);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -56,8 +57,10 @@ namespace kubeapi {
 // thread. Objects are written from the cache's shared JSON without copying
 // (evbuffer references). A watch whose client reads slower than the
 // changes arrive pauses while its connection has `watch_buffer_limit` bytes
-// queued and ends with a 410 ERROR event once it falls out of the history,
-// as the API server drops slow watchers.
+// queued; if the queue does not drain within `slow_watcher_grace` the watch
+// is terminated (connection closed, queue freed), as the API server's
+// cacher terminates watchers that cannot keep up. Memory per watch is thus
+// bounded by the limit plus one event.
 //
 // Auth: with an Authorizer that requires tokens, requests need
 // "Authorization: Bearer <token>" (401 otherwise) and are checked with the
@@ -101,10 +104,30 @@ class KubeApiServer {
     absl::Duration sync_wait = absl::Seconds(60);
     // A connection idle (nothing to read or write) this long is closed.
     absl::Duration idle_timeout = absl::Hours(1);
+    // A watch pauses while its connection has this many bytes queued (its
+    // client reads slower than changes arrive) ...
     size_t watch_buffer_limit = 1 << 20;
+    // ... and is terminated when the queue has not drained this long after:
+    // its connection is closed and the queued bytes freed, as the API
+    // server's cacher terminates a watcher whose buffer stays full. The
+    // client re-watches from the last resourceVersion it read (410 Expired
+    // if that has left the history since).
+    absl::Duration slow_watcher_grace = absl::Seconds(5);
     // host:port written into /api's serverAddressByClientCIDRs; default the
     // listening address.
     std::string advertised_address;
+    // Lazy mode (the registry's allow_unlisted): a resource `discovery`
+    // knows (with list and watch) but `resources` does not list is served
+    // on its first request: its informer is started through the registry
+    // (InformerRegistry::Find, off the event loop), the request waits for
+    // its sync up to `lazy_sync_wait` (or the request's timeoutSeconds,
+    // when shorter), else 504 in the API server's words. Discovery then
+    // lists every such resource. An open watch keeps its informer from
+    // being retired for idleness; lists and gets count as activity.
+    bool lazy = false;
+    // Not owned; needed for lazy mode.
+    informer::client::Discovery* discovery = nullptr;
+    absl::Duration lazy_sync_wait = absl::Seconds(60);
   };
 
   // InvalidArgument for a malformed listen address, TLS files that do not
@@ -125,12 +148,18 @@ class KubeApiServer {
 
   int port() const { return port_.load(); }
   int open_watches() const { return open_watches_.load(); }
+  // The most bytes ever queued on one watch connection (bounded by
+  // watch_buffer_limit plus one event) and the watches terminated for not
+  // reading; for tests and metrics.
+  size_t peak_watch_queued_bytes() const { return peak_queued_.load(); }
+  int64_t slow_watchers_terminated() const { return slow_terminated_.load(); }
 
  private:
   struct Served;
   struct Watcher;
   struct Parked;
   struct Request;
+  struct LazyStart;
 
  public:
   // For the close callback of a parked list (internal).
@@ -158,12 +187,42 @@ class KubeApiServer {
   // system:discovery role allows everybody).
   void HandleDiscovery(evhttp_request* req, const RequestPath& path,
                        const std::string& method);
+  // A resource request once its Served is known: verb, query, then
+  // HandleResource.
+  void HandleRouted(Request& r);
   void HandleResource(Request& r);
+
+  // Lazy mode (kube_api_lazy.cc).
+  // The resources discovery lists: the configured ones, and in lazy mode
+  // every one discovery knows with list and watch.
+  std::vector<informer::client::ApiResource> DiscoveryResources() const;
+  // Starts (off the loop) the lazy informer of `r`'s path and parks `r`
+  // until it is there; false when the path names no resource to serve.
+  bool RouteLazy(Request& r);
+  // Worker thread: the resource discovery lists for a path (refreshing
+  // discovery, at most every 10 s, when it lists none).
+  absl::optional<informer::client::ApiResource> LookUpLazy(
+      const std::string& group, const std::string& version,
+      const std::string& resource);
+  // Continues a request whose lazy informer lookup finished.
+  void ResumeLazy(Request& r, absl::StatusOr<InformerRef> ref);
+  // The Served of a lazily started informer (created on first use).
+  Served* LazyServed(const informer::client::ApiResource& api,
+                     const InformerRef& ref);
+  // The registry retires an idle lazy informer: drop its Served (on the
+  // loop thread; waits for it).
+  void OnLazyRetired(InformerEntry* entry);
+  void StartWorker();
+  void StopWorker();
+  // Runs `job` on the worker thread (blocking calls: registry lookups).
+  void PostToWorker(std::function<void()> job);
   // Serves an authorised get, list or watch on a synced cache.
   void Dispatch(Request& r);
   // Answers `r` later: once the cache reaches `want_rv` (kWaitForSync: once
   // it has synced), or with 504/503 after `wait`.
   static constexpr int64_t kWaitForSync = -1;
+  // Waiting for a lazy informer's lookup (Parked::lazy).
+  static constexpr int64_t kWaitForLazy = -2;
   void Park(Request& r, int64_t want_rv, absl::Duration wait);
   void HandleGet(Request& r);
   // False when the request was parked (answered later).
@@ -187,6 +246,9 @@ class KubeApiServer {
                     size_t bytes);
   void Wake();
   void RetryParked();
+  // Raises `s`'s cache to the resourceVersion its informer has applied
+  // (upstream bookmarks move it without any change); true when it rose.
+  bool SyncProgress(Served* s);
 
   // Watch (kube_api_watch.cc).
   void Pump(Watcher* w);
@@ -198,6 +260,9 @@ class KubeApiServer {
   static void OnWatchClosed(evhttp_connection* conn, void* arg);
   static void OnWatchDrained(evhttp_connection* conn, void* arg);
   static void OnWatchTimeout(int fd, short what, void* arg);
+  static void OnSlowWatcher(int fd, short what, void* arg);
+  // Closes a watch whose client stopped reading, dropping what is queued.
+  void TerminateSlowWatcher(Watcher* w);
   static void OnBookmarkTimer(int fd, short what, void* arg);
 
   const Options options_;
@@ -205,6 +270,8 @@ class KubeApiServer {
   std::map<std::string, Served*> by_path_;  // "group/version/resource"
   std::atomic<int> port_{0};
   std::atomic<int> open_watches_{0};
+  std::atomic<size_t> peak_queued_{0};
+  std::atomic<int64_t> slow_terminated_{0};
 
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
@@ -219,10 +286,24 @@ class KubeApiServer {
   // Loop thread only.
   std::set<Watcher*> watchers_;
   std::vector<std::unique_ptr<Parked>> parked_;
+  // served_[0, configured_) are the configured resources (fixed after
+  // Create); lazy ones follow and come and go on the loop thread.
+  size_t configured_ = 0;
+
+  // The worker thread (lazy mode).
+  absl::Mutex worker_mu_;
+  absl::CondVar worker_cv_;
+  std::vector<std::function<void()>> jobs_ ABSL_GUARDED_BY(worker_mu_);
+  bool worker_stop_ ABSL_GUARDED_BY(worker_mu_) = false;
+  std::thread worker_;
+  int observer_ = -1;
+  // Worker thread only.
+  absl::Time last_discovery_refresh_ = absl::InfinitePast();
 
   metrics::CounterFamily* requests_ = nullptr;
   metrics::CounterFamily* bytes_ = nullptr;
   metrics::GaugeFamily* watchers_gauge_ = nullptr;
+  metrics::CounterFamily* slow_gauge_ = nullptr;
 };
 
 }  // namespace kubeapi

@@ -595,6 +595,57 @@ TEST_F(KubeApiServerTest, MetadataOnly) {
       406);
 }
 
+// kubectl's Accept: a meta.k8s.io/v1 Table for lists and gets; watches
+// fall back to JSON events, as the Accept allows.
+TEST_F(KubeApiServerTest, KubectlGetsServerSideTables) {
+  StartAll();
+  const std::map<std::string, std::string> kubectl = {
+      {"Accept",
+       "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as="
+       "Table;v=v1beta1;g=meta.k8s.io,application/json"}};
+  SimpleResponse list = Get("/api/v1/namespaces/a/pods?limit=500", kubectl);
+  ASSERT_EQ(list.code, 200) << list.body;
+  EXPECT_EQ(list.headers["content-type"], "application/json");
+  EXPECT_EQ(
+      list.body.rfind(absl::StrCat(
+          R"({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":")",
+          source_->CurrentResourceVersion(),
+          R"("},"columnDefinitions":[{"name":"Name","type":"string","format":"name",)"),
+                      0),
+      0u)
+      << list.body;
+  for (const char* name : {"a1", "a2", "b3"}) {
+    EXPECT_NE(list.body.find(absl::StrCat(R"({"cells":[")", name, R"(",)")),
+              std::string::npos)
+        << name;
+  }
+  EXPECT_NE(
+      list.body.find(
+          R"("object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a1",)"),
+      std::string::npos);
+  informer::ObjectPtr a1 = source_->Snapshot()["a/a1"];
+  SimpleResponse get = Get("/api/v1/namespaces/a/pods/a1?includeObject=None",
+                           kubectl);
+  ASSERT_EQ(get.code, 200);
+  EXPECT_NE(get.body.find(absl::StrCat(R"("metadata":{"resourceVersion":")",
+                                       a1->resource_version(), "\"}")),
+            std::string::npos);
+  EXPECT_NE(get.body.find(R"("object":null}]})"), std::string::npos);
+  EXPECT_EQ(Get("/api/v1/pods?includeObject=All", kubectl).code, 400);
+  // Only the v1beta1 Table offered: not served.
+  EXPECT_EQ(Get("/api/v1/pods",
+                {{"Accept", "application/json;as=Table;v=v1beta1;g=meta.k8s.io"}})
+                .code,
+            406);
+  auto watch = RawHttpClient::Connect(server_->port());
+  ASSERT_TRUE(watch->Send("GET", "/api/v1/namespaces/b/pods?watch=1", kubectl)
+                  .ok());
+  ASSERT_EQ(watch->ReadHead()->code, 200);
+  auto event = watch->ReadChunk();
+  ASSERT_TRUE(event.ok());
+  EXPECT_EQ(event->rfind(R"({"type":"ADDED","object":{"kind":"Pod",)", 0), 0u);
+}
+
 }  // namespace
 }  // namespace kubeapi
 }  // namespace server

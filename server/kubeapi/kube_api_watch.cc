@@ -5,6 +5,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <glog/logging.h>
 
 #include <algorithm>
 #include <string>
@@ -39,6 +40,7 @@ void KubeApiServer::StartWatch(Request& r) {
       r.path.namespace_.empty() ? "" : absl::StrCat(r.path.namespace_, "/");
   const ApiStatus* too_old = nullptr;
   ApiStatus too_old_status;
+  SyncProgress(s);
   if (o.resource_version.empty() || o.rv == 0) {
     // "" and "0": the current state as ADDED events, then the changes.
     const bool selectors =
@@ -75,6 +77,8 @@ void KubeApiServer::StartWatch(Request& r) {
   Watcher* raw = w.release();
   watchers_.insert(raw);
   ++s->watchers;
+  // A lazy informer with an open watch is never retired for idleness.
+  if (s->lazy) s->entry->streams.fetch_add(1);
   ++open_watches_;
   if (watchers_gauge_ != nullptr) watchers_gauge_->With({s->name}).Add(1);
   evhttp_connection_set_closecb(raw->conn, &KubeApiServer::OnWatchClosed, raw);
@@ -113,9 +117,18 @@ bool KubeApiServer::SendEvent(Watcher* w, absl::string_view type,
     bytes_->With({w->served->name}).Increment(static_cast<double>(n));
   }
   bufferevent* bev = evhttp_connection_get_bufferevent(w->conn);
-  if (bev != nullptr && evbuffer_get_length(bufferevent_get_output(bev)) >
-                            options_.watch_buffer_limit) {
+  const size_t queued =
+      bev != nullptr ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+  size_t peak = peak_queued_.load();
+  while (queued > peak && !peak_queued_.compare_exchange_weak(peak, queued)) {
+  }
+  if (queued > options_.watch_buffer_limit && !w->blocked) {
     w->blocked = true;
+    if (w->slow == nullptr) {
+      w->slow = evtimer_new(base_, &KubeApiServer::OnSlowWatcher, w);
+    }
+    timeval grace = absl::ToTimeval(options_.slow_watcher_grace);
+    evtimer_add(w->slow, &grace);
   }
   return true;
 }
@@ -175,6 +188,11 @@ void KubeApiServer::Pump(Watcher* w) {
 }
 
 void KubeApiServer::SendBookmark(Watcher* w) {
+  // A watcher that has every recorded change is at the cache's
+  // resourceVersion, which upstream bookmarks move without changes.
+  SyncProgress(w->served);
+  ResourceCache::Progress progress = w->served->cache->GetProgress();
+  if (w->seq >= progress.next_seq) w->rv = std::max(w->rv, progress.rv);
   std::string kind =
       w->form.metadata_only ? "PartialObjectMetadata" : w->form.kind;
   std::string api_version =
@@ -215,8 +233,10 @@ void KubeApiServer::EndWatch(Watcher* w, const ApiStatus* error) {
 void KubeApiServer::DropWatcher(Watcher* w) {
   if (w->timeout != nullptr) event_free(w->timeout);
   if (w->bookmark != nullptr) event_free(w->bookmark);
+  if (w->slow != nullptr) event_free(w->slow);
   watchers_.erase(w);
   --w->served->watchers;
+  if (w->served->lazy) w->served->entry->streams.fetch_sub(1);
   --open_watches_;
   if (watchers_gauge_ != nullptr) {
     watchers_gauge_->With({w->served->name}).Add(-1);
@@ -239,6 +259,7 @@ void KubeApiServer::OnWatchDrained(evhttp_connection* /*conn*/, void* arg) {
   auto* w = static_cast<Watcher*>(arg);
   if (w->server->watchers_.count(w) == 0 || !w->blocked) return;
   w->blocked = false;
+  if (w->slow != nullptr) evtimer_del(w->slow);
   w->server->Pump(w);
 }
 
@@ -251,6 +272,30 @@ void KubeApiServer::OnWatchTimeout(int, short, void* arg) {
     self->SendBookmark(w);
   }
   self->EndWatch(w, nullptr);
+}
+
+void KubeApiServer::OnSlowWatcher(int, short, void* arg) {
+  auto* w = static_cast<Watcher*>(arg);
+  if (w->blocked) w->server->TerminateSlowWatcher(w);
+}
+
+void KubeApiServer::TerminateSlowWatcher(Watcher* w) {
+  // The API server's cacher closes a watcher whose buffer stays full; its
+  // response then ends. Here the client is not reading, so an orderly end
+  // would sit behind the queued bytes forever: close the connection and
+  // free them. The client sees the stream cut and re-watches from the last
+  // resourceVersion it read.
+  LOG(WARNING) << "Kubernetes API facade: closing a watch of "
+               << w->served->name << " whose client has not read "
+               << options_.watch_buffer_limit << " queued bytes for "
+               << options_.slow_watcher_grace;
+  ++slow_terminated_;
+  if (slow_gauge_ != nullptr) slow_gauge_->With({w->served->name}).Increment();
+  evhttp_connection* conn = w->conn;
+  evhttp_connection_set_closecb(conn, nullptr, nullptr);
+  DropWatcher(w);
+  // Frees the connection with its request (the watch) and buffers.
+  evhttp_connection_free(conn);
 }
 
 void KubeApiServer::OnBookmarkTimer(int, short, void* arg) {

@@ -210,8 +210,13 @@ ApiStatus InvalidListOptions(std::vector<std::string> forbidden) {
 
 // Whether `accept` offers a form the facade serves; sets *metadata_only for
 // PartialObjectMetadata(List). An empty Accept means JSON.
-bool ChooseMediaType(absl::string_view accept, bool* metadata_only) {
+// `tables`: a meta.k8s.io/v1 Table may be chosen (sets *table); watches
+// are not served as tables, so kubectl's Table-then-JSON Accept falls back
+// to JSON for them.
+bool ChooseMediaType(absl::string_view accept, bool tables,
+                     bool* metadata_only, bool* table) {
   *metadata_only = false;
+  *table = false;
   if (absl::StripAsciiWhitespace(accept).empty()) return true;
   for (absl::string_view alt : absl::StrSplit(accept, ',')) {
     std::vector<absl::string_view> parts = absl::StrSplit(alt, ';');
@@ -220,15 +225,21 @@ bool ChooseMediaType(absl::string_view accept, bool* metadata_only) {
         type != "application/*") {
       continue;
     }
-    std::string as;
+    std::string as, version, group;
     for (size_t i = 1; i < parts.size(); ++i) {
       std::pair<absl::string_view, absl::string_view> kv =
           absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
-      if (absl::StripAsciiWhitespace(kv.first) == "as") {
-        as = std::string(absl::StripAsciiWhitespace(kv.second));
-      }
+      absl::string_view key = absl::StripAsciiWhitespace(kv.first);
+      std::string value(absl::StripAsciiWhitespace(kv.second));
+      if (key == "as") as = value;
+      if (key == "v") version = value;
+      if (key == "g") group = value;
     }
     if (as.empty()) return true;
+    if (as == "Table" && tables && version == "v1" && group == "meta.k8s.io") {
+      *table = true;
+      return true;
+    }
     if (as == "PartialObjectMetadataList" || as == "PartialObjectMetadata") {
       *metadata_only = true;
       return true;
@@ -292,7 +303,9 @@ bool ParseRequestOptions(const std::multimap<std::string, std::string>& query,
     return false;
   };
   *out = RequestOptions();
-  if (!ChooseMediaType(accept, &out->metadata_only)) {
+  out->watch = truthy(get("watch"));
+  if (!ChooseMediaType(accept, /*tables=*/!out->watch, &out->metadata_only,
+                       &out->table)) {
     *error = NotAcceptableStatus(absl::StrCat(
         "only the following media types are accepted: application/json, "
         "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io, "
@@ -308,7 +321,14 @@ bool ParseRequestOptions(const std::multimap<std::string, std::string>& query,
       FieldSelector::Parse(get("fieldSelector"), kind);
   if (!fields.ok()) return bad(std::string(fields.status().message()));
   out->field_selector = *std::move(fields);
-  out->watch = truthy(get("watch"));
+  const std::string include = get("includeObject");
+  if (include == "None") {
+    out->include_object = IncludeObject::kNone;
+  } else if (include == "Object") {
+    out->include_object = IncludeObject::kObject;
+  } else if (!include.empty() && include != "Metadata") {
+    return bad(absl::StrCat("invalid includeObject: \"", include, "\""));
+  }
   out->allow_watch_bookmarks = truthy(get("allowWatchBookmarks"));
   out->resource_version = get("resourceVersion");
   if (!out->resource_version.empty() &&

@@ -66,6 +66,10 @@ std::string EncodeContinue(const ContinueToken& token);
 // valid: ...") for anything malformed.
 absl::StatusOr<ContinueToken> DecodeContinue(absl::string_view token);
 
+// What a Table row carries as its "object" (the includeObject parameter;
+// the API server's default is Metadata).
+enum class IncludeObject { kNone, kMetadata, kObject };
+
 // The query of a request, validated.
 struct RequestOptions {
   server::LabelSelector label_selector;
@@ -84,6 +88,9 @@ struct RequestOptions {
   absl::Duration timeout = absl::ZeroDuration();
   // Accept asks for PartialObjectMetadata(List).
   bool metadata_only = false;
+  // Accept asks for a meta.k8s.io/v1 Table (never for a watch).
+  bool table = false;
+  IncludeObject include_object = IncludeObject::kMetadata;
 };
 
 // Parses the decoded query parameters of a request for `kind` (decides the
@@ -92,9 +99,8 @@ struct RequestOptions {
 // limit, timeout, resourceVersion or continue token; 422 Invalid (with
 // causes, as ValidateListOptions words them) for a resourceVersionMatch
 // the request may not carry; 406 when Accept offers no JSON form the facade
-// serves (it serves plain JSON and PartialObjectMetadata(List); a list of
-// alternatives such as kubectl's "as=Table..., application/json" falls back
-// to plain JSON).
+// serves (plain JSON, PartialObjectMetadata(List), and for lists and gets
+// the meta.k8s.io/v1 Table; the first alternative served wins).
 bool ParseRequestOptions(const std::multimap<std::string, std::string>& query,
                          absl::string_view kind, absl::string_view accept,
                          RequestOptions* out, ApiStatus* error);

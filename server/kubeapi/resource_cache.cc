@@ -101,6 +101,21 @@ int64_t ResourceCache::resource_version() const {
   return rv_;
 }
 
+bool ResourceCache::AdvanceTo(int64_t rv) {
+  absl::MutexLock lock(&mu_);
+  const bool first = !advanced_;
+  advanced_ = true;
+  if (rv <= rv_) return false;
+  rv_ = rv;
+  if (first && history_.empty()) floor_ = rv;
+  return true;
+}
+
+ResourceCache::Progress ResourceCache::GetProgress() const {
+  absl::MutexLock lock(&mu_);
+  return Progress{rv_, next_seq_};
+}
+
 int64_t ResourceCache::floor() const {
   absl::MutexLock lock(&mu_);
   return floor_;

@@ -51,6 +51,11 @@ struct Change {
 // the highest applied so far; a change whose object carries a lower one (a
 // delete inferred by a relist) is recorded at the current resourceVersion.
 //
+// Progress: the informer also applies resourceVersions that change no
+// object (bookmarks; a list's resourceVersion); AdvanceTo() makes them the
+// cache's resourceVersion, so lists and watches at such a version are
+// answered at once, as the API server's watch cache does.
+//
 // History: at most `history_limit` changes. floor() is the oldest
 // resourceVersion the history can rewind to: lists at any RV in
 // [floor, resource_version] and watches from any RV >= floor are exact.
@@ -71,6 +76,23 @@ class ResourceCache final : public informer::ResourceEventHandler {
 
   int64_t resource_version() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t floor() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Progress without a change: the informer has applied everything up to
+  // `rv` (an upstream bookmark, or a list's resourceVersion), so the state
+  // the cache holds is also the state at `rv`. Raises resource_version()
+  // to `rv` (never lowers it); true when it rose. The first call on a cache
+  // that has recorded no change yet also raises floor() to `rv`: before it
+  // the cache only knew its objects' own resourceVersions, not the list's,
+  // and changes between them (deletes) were never seen.
+  bool AdvanceTo(int64_t rv) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // resource_version() and next_seq() read together: a watcher whose next
+  // change is `next_seq` has seen everything up to `rv`.
+  struct Progress {
+    int64_t rv = 0;
+    int64_t next_seq = 0;
+  };
+  Progress GetProgress() const ABSL_LOCKS_EXCLUDED(mu_);
   // The seq the next change will get.
   int64_t next_seq() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -124,6 +146,7 @@ class ResourceCache final : public informer::ResourceEventHandler {
   int64_t rv_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t floor_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  bool advanced_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The resourceVersion of `obj` as an integer (0 when unparsable).

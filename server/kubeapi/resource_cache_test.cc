@@ -136,6 +136,36 @@ TEST(ResourceCacheTest, AnOlderDeleteIsRecordedAtTheCurrentVersion) {
   EXPECT_EQ(out[0].type, WatchEventType::kDeleted);
 }
 
+TEST(ResourceCacheTest, BookmarksAdvanceTheVersionWithoutChanges) {
+  std::atomic<int> changes{0};
+  ResourceCache c(10, [&] { ++changes; });
+  c.OnAdd(Cm("a", "x", 5), true);
+  // The list's resourceVersion is above every object's: the first advance
+  // pins the floor there (deletes between 5 and 12 were never seen).
+  EXPECT_TRUE(c.AdvanceTo(12));
+  EXPECT_EQ(c.resource_version(), 12);
+  EXPECT_EQ(c.floor(), 12);
+  EXPECT_FALSE(c.SeqAfter(11).ok());
+  // A bookmark: the state at 20 is the state at 12; the floor stays.
+  EXPECT_TRUE(c.AdvanceTo(20));
+  EXPECT_FALSE(c.AdvanceTo(20));
+  EXPECT_FALSE(c.AdvanceTo(15));  // never backwards
+  EXPECT_EQ(c.floor(), 12);
+  EXPECT_EQ(changes.load(), 0);
+  auto at20 = c.List(20, "", "", 0, nullptr, false);
+  ASSERT_TRUE(at20.ok());
+  EXPECT_EQ(at20->rv, 20);
+  EXPECT_EQ(Keys(*at20), (std::vector<std::string>{"a/x"}));
+  EXPECT_EQ(c.GetProgress().rv, 20);
+  EXPECT_EQ(c.GetProgress().next_seq, 1);
+  // A change after the bookmark; lists between the two are exact.
+  c.OnAdd(Cm("a", "y", 25), false);
+  EXPECT_EQ(Keys(*c.List(22, "", "", 0, nullptr, false)),
+            (std::vector<std::string>{"a/x"}));
+  EXPECT_EQ(*c.SeqAfter(20), 1);
+  EXPECT_EQ(c.GetProgress().next_seq, 2);
+}
+
 }  // namespace
 }  // namespace kubeapi
 }  // namespace server
