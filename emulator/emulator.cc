@@ -21,6 +21,7 @@
 #include "emulator/api_status.h"
 #include "emulator/emulator_http.h"
 #include "emulator/gzip_encoder.h"
+#include "emulator/pacer.h"
 #include "emulator/patch.h"
 #include "emulator/selector.h"
 #include "emulator/tls_certs.h"
@@ -120,6 +121,7 @@ Emulator::Emulator(EmulatorOptions options)
   so.history_length = options_.history_length;
   so.compaction_interval = options_.compaction_interval;
   so.clock = options_.clock;
+  so.rv0_list_ignores_limit = options_.watch_cache;
   store_ = std::make_unique<ObjectStore>(so);
 }
 
@@ -179,6 +181,11 @@ absl::Status Emulator::MakeServer() {
 absl::Status Emulator::Seed() {
   if (options_.seed_pods > 0) {
     absl::Status s = SeedPods(*store_, *registry_, options_.seed_pods);
+    if (!s.ok()) return s;
+  }
+  if (options_.seed_configmaps > 0) {
+    absl::Status s =
+        SeedConfigMaps(*store_, *registry_, options_.seed_configmaps);
     if (!s.ok()) return s;
   }
   if (options_.demo) {
@@ -530,6 +537,13 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
     total += (md ? o->metadata_len + 80 : o->body.size()) + 1;
   }
   CommonHeaders(res);
+  // Each response paced on its own (the API server encodes each list on
+  // its own goroutine); the bucket holds about one chunk.
+  std::shared_ptr<Pacer> pacer;
+  if (options_.serve_bytes_per_sec > 0) {
+    pacer = std::make_shared<Pacer>(options_.serve_bytes_per_sec,
+                                    kListChunkBytes, options_.clock);
+  }
   if (total <= kListInlineLimit) {
     std::string body = std::move(header);
     body.reserve(total);
@@ -538,6 +552,7 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
       AppendItem(body, *shared->items[i], md);
     }
     body += "]}";
+    if (pacer != nullptr) pacer->Take(body.size());
     res.set_content(body, "application/json");
     return;
   }
@@ -554,7 +569,8 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
   }
   res.set_chunked_content_provider(
       "application/json",
-      [shared, next, head, md, encoder](size_t, httplib::DataSink& sink) {
+      [shared, next, head, md, encoder, pacer](size_t,
+                                               httplib::DataSink& sink) {
         std::string chunk;
         chunk.reserve(kListChunkBytes + 16384);
         if (*next == 0) chunk.append(*head);
@@ -566,6 +582,7 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
         }
         const bool last = *next >= items.size();
         if (last) chunk += "]}";
+        if (pacer != nullptr) pacer->Take(chunk.size());
         if (encoder != nullptr) {
           std::string plain = std::move(chunk);
           chunk.clear();
