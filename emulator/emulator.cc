@@ -79,6 +79,10 @@ constexpr size_t kListInlineLimit = 1 << 20;  // larger lists are streamed
 // larger buffers are mmapped and unmapped per chunk (page faults on every
 // byte, 10x slower).
 constexpr size_t kListChunkBytes = 48 << 10;
+// The pacer's bucket: a sleep that overshoots (a busy machine wakes the
+// thread late) is made up by the next chunks, up to this many bytes, so the
+// average rate holds.
+constexpr size_t kPaceBurstBytes = 1 << 20;
 
 std::string ListHeader(const ResourceInfo& r, const ListResult& list,
                        bool metadata_only) {
@@ -538,11 +542,11 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
   }
   CommonHeaders(res);
   // Each response paced on its own (the API server encodes each list on
-  // its own goroutine); the bucket holds about one chunk.
+  // its own goroutine).
   std::shared_ptr<Pacer> pacer;
   if (options_.serve_bytes_per_sec > 0) {
     pacer = std::make_shared<Pacer>(options_.serve_bytes_per_sec,
-                                    kListChunkBytes, options_.clock);
+                                    kPaceBurstBytes, options_.clock);
   }
   if (total <= kListInlineLimit) {
     std::string body = std::move(header);
