@@ -80,7 +80,7 @@ TEST_F(EmulatorListServingTest, WatchCacheServesResourceVersionZeroWhole) {
   Start({});  // the API server's default: --watch-cache=true
   // resourceVersion=0: the watch cache, whatever the limit: one response,
   // no continue token, no remainingItemCount, at the current RV.
-  for (const std::string q :
+  for (const std::string& q :
        {"resourceVersion=0&limit=2",
         "resourceVersion=0&limit=2&resourceVersionMatch=NotOlderThan",
         "resourceVersion=0&limit=1&labelSelector=", "resourceVersion=0"}) {
@@ -97,7 +97,7 @@ TEST_F(EmulatorListServingTest, WatchCacheServesAnRvWithoutALimitAtTheCurrentSta
   Start({});
   // An RV without a limit (or NotOlderThan without a limit): the cache,
   // not older than the RV, i.e. the current state, whole.
-  for (const std::string q :
+  for (const std::string& q :
        {absl::StrCat("resourceVersion=", rv_before_last_),
         absl::StrCat("resourceVersion=", rv_before_last_,
                      "&resourceVersionMatch=NotOlderThan")}) {
@@ -119,7 +119,7 @@ TEST_F(EmulatorListServingTest, EtcdServesNoRvContinueAndLimitWithAnRv) {
   EXPECT_EQ(fresh.rv, Current());
   // An RV other than "0" with a limit: an exact read at that RV (the last
   // ConfigMap was created later, so 4 objects: 2 + 2 remaining).
-  for (const std::string q :
+  for (const std::string& q :
        {absl::StrCat("resourceVersion=", rv_before_last_, "&limit=2"),
         absl::StrCat("resourceVersion=", rv_before_last_,
                      "&limit=2&resourceVersionMatch=Exact")}) {

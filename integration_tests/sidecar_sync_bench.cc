@@ -318,6 +318,52 @@ absl::StatusOr<Case> ParseCase(const std::string& spec) {
   return c;
 }
 
+using SidecarRuns =
+    std::map<std::pair<size_t, std::string>, std::vector<SidecarRun>>;
+
+std::vector<double> Seconds(const std::vector<CurlResult>& rs) {
+  std::vector<double> v;
+  for (const CurlResult& r : rs) v.push_back(r.seconds);
+  return v;
+}
+
+// One line for the floor, one per sidecar binary and compression.
+void PrintCase(const Case& c, double rate, const std::vector<CurlResult>& plain,
+               const std::vector<CurlResult>& gz, const SidecarRuns& runs) {
+  const double floor =
+      Median(plain, [](const CurlResult& r) { return r.seconds; });
+  const double gz_s = Median(gz, [](const CurlResult& r) { return r.seconds; });
+  const double bytes =
+      Median(plain, [](const CurlResult& r) { return r.bytes; });
+  const std::string rate_s =
+      rate > 0 ? absl::StrFormat("%.0f MB/s", rate / 1e6) : "unpaced";
+  std::printf(
+      "%s %d (%.1f MB), emulator %s: curl %.3f s (%.0f MB/s; runs %s), "
+      "curl --compressed %.3f s (runs %s)\n",
+      c.resource.c_str(), c.count, bytes / 1e6, rate_s.c_str(), floor,
+      bytes / floor / 1e6, RunsOf(Seconds(plain)).c_str(), gz_s,
+      RunsOf(Seconds(gz)).c_str());
+  for (const auto& entry : runs) {
+    const std::pair<size_t, std::string>& which = entry.first;
+    const std::vector<SidecarRun>& rs = entry.second;
+    auto med = [&rs](double SidecarRun::*f) {
+      return Median(rs, [f](const SidecarRun& r) { return r.*f; });
+    };
+    std::vector<double> totals;
+    for (const SidecarRun& r : rs) totals.push_back(r.total);
+    std::printf(
+        "  sidecar %zu --api_compression=%-4s: %.3f s = %.2fx curl | start "
+        "%.3f setup %.3f list %.3f Replace %.3f pops %.3f serving %.3f | RSS "
+        "%.0f MB | runs %s\n",
+        which.first, which.second.c_str(), med(&SidecarRun::total),
+        med(&SidecarRun::total) / floor, med(&SidecarRun::start),
+        med(&SidecarRun::setup), med(&SidecarRun::list),
+        med(&SidecarRun::replace), med(&SidecarRun::pops),
+        med(&SidecarRun::serving), med(&SidecarRun::rss_mb),
+        RunsOf(totals).c_str());
+  }
+}
+
 // One case at one rate: alternating rounds, then a table row per setting.
 absl::Status RunCase(const std::string& emulator,
                      const std::vector<std::string>& sidecars, const Case& c,
@@ -343,8 +389,7 @@ absl::Status RunCase(const std::string& emulator,
   const std::vector<std::string> compressions =
       absl::GetFlag(FLAGS_compressions);
   std::vector<CurlResult> plain, gz;
-  // Keyed by "<binary index> <compression>".
-  std::map<std::pair<size_t, std::string>, std::vector<SidecarRun>> runs;
+  SidecarRuns runs;  // by (binary index, compression)
   for (int i = 0; i < absl::GetFlag(FLAGS_runs); ++i) {
     absl::StatusOr<CurlResult> p = Curl(url, false);
     if (!p.ok()) return p.status();
@@ -365,47 +410,7 @@ absl::Status RunCase(const std::string& emulator,
     if (!g.ok()) return g.status();
     gz.push_back(*g);
   }
-  const double floor = Median(plain, [](const CurlResult& r) { return r.seconds; });
-  const double gz_s = Median(gz, [](const CurlResult& r) { return r.seconds; });
-  const double bytes = Median(plain, [](const CurlResult& r) { return r.bytes; });
-  const std::string rate_s =
-      rate > 0 ? absl::StrFormat("%.0f MB/s", rate / 1e6) : "unpaced";
-  std::printf(
-      "%s %d (%.1f MB), emulator %s: curl %.3f s (%.0f MB/s; runs %s), "
-      "curl --compressed %.3f s (runs %s)\n",
-      c.resource.c_str(), c.count, bytes / 1e6, rate_s.c_str(), floor,
-      bytes / floor / 1e6,
-      RunsOf([&] {
-        std::vector<double> v;
-        for (const auto& r : plain) v.push_back(r.seconds);
-        return v;
-      }()).c_str(),
-      gz_s,
-      RunsOf([&] {
-        std::vector<double> v;
-        for (const auto& r : gz) v.push_back(r.seconds);
-        return v;
-      }()).c_str());
-  for (const auto& entry : runs) {
-    const std::pair<size_t, std::string>& which = entry.first;
-    const std::vector<SidecarRun>& rs = entry.second;
-    const std::string& comp = which.second;
-    auto med = [&](double SidecarRun::*f) {
-      return Median(rs, [f](const SidecarRun& r) { return r.*f; });
-    };
-    std::vector<double> totals;
-    for (const SidecarRun& r : rs) totals.push_back(r.total);
-    std::printf(
-        "  sidecar %zu --api_compression=%-4s: %.3f s = %.2fx curl | start %.3f "
-        "setup %.3f list %.3f Replace %.3f pops %.3f serving %.3f | RSS %.0f "
-        "MB | runs %s\n",
-        which.first, comp.c_str(), med(&SidecarRun::total),
-        med(&SidecarRun::total) / floor,
-        med(&SidecarRun::start), med(&SidecarRun::setup), med(&SidecarRun::list),
-        med(&SidecarRun::replace), med(&SidecarRun::pops),
-        med(&SidecarRun::serving), med(&SidecarRun::rss_mb),
-        RunsOf(totals).c_str());
-  }
+  PrintCase(c, rate, plain, gz, runs);
   std::fflush(stdout);
   std::remove(kubeconfig->c_str());
   rmdir(dir.c_str());
