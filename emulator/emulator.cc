@@ -21,6 +21,7 @@
 #include "emulator/api_status.h"
 #include "emulator/emulator_http.h"
 #include "emulator/gzip_encoder.h"
+#include "emulator/pacer.h"
 #include "emulator/patch.h"
 #include "emulator/selector.h"
 #include "emulator/tls_certs.h"
@@ -78,6 +79,10 @@ constexpr size_t kListInlineLimit = 1 << 20;  // larger lists are streamed
 // larger buffers are mmapped and unmapped per chunk (page faults on every
 // byte, 10x slower).
 constexpr size_t kListChunkBytes = 48 << 10;
+// The pacer's bucket: a sleep that overshoots (a busy machine wakes the
+// thread late) is made up by the next chunks, up to this many bytes, so the
+// average rate holds.
+constexpr size_t kPaceBurstBytes = 1 << 20;
 
 std::string ListHeader(const ResourceInfo& r, const ListResult& list,
                        bool metadata_only) {
@@ -120,6 +125,7 @@ Emulator::Emulator(EmulatorOptions options)
   so.history_length = options_.history_length;
   so.compaction_interval = options_.compaction_interval;
   so.clock = options_.clock;
+  so.rv0_list_ignores_limit = options_.watch_cache;
   store_ = std::make_unique<ObjectStore>(so);
 }
 
@@ -179,6 +185,11 @@ absl::Status Emulator::MakeServer() {
 absl::Status Emulator::Seed() {
   if (options_.seed_pods > 0) {
     absl::Status s = SeedPods(*store_, *registry_, options_.seed_pods);
+    if (!s.ok()) return s;
+  }
+  if (options_.seed_configmaps > 0) {
+    absl::Status s =
+        SeedConfigMaps(*store_, *registry_, options_.seed_configmaps);
     if (!s.ok()) return s;
   }
   if (options_.demo) {
@@ -530,6 +541,13 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
     total += (md ? o->metadata_len + 80 : o->body.size()) + 1;
   }
   CommonHeaders(res);
+  // Each response paced on its own (the API server encodes each list on
+  // its own goroutine).
+  std::shared_ptr<Pacer> pacer;
+  if (options_.serve_bytes_per_sec > 0) {
+    pacer = std::make_shared<Pacer>(options_.serve_bytes_per_sec,
+                                    kPaceBurstBytes, options_.clock);
+  }
   if (total <= kListInlineLimit) {
     std::string body = std::move(header);
     body.reserve(total);
@@ -538,6 +556,7 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
       AppendItem(body, *shared->items[i], md);
     }
     body += "]}";
+    if (pacer != nullptr) pacer->Take(body.size());
     res.set_content(body, "application/json");
     return;
   }
@@ -554,7 +573,8 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
   }
   res.set_chunked_content_provider(
       "application/json",
-      [shared, next, head, md, encoder](size_t, httplib::DataSink& sink) {
+      [shared, next, head, md, encoder, pacer](size_t,
+                                               httplib::DataSink& sink) {
         std::string chunk;
         chunk.reserve(kListChunkBytes + 16384);
         if (*next == 0) chunk.append(*head);
@@ -566,6 +586,7 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
         }
         const bool last = *next >= items.size();
         if (last) chunk += "]}";
+        if (pacer != nullptr) pacer->Take(chunk.size());
         if (encoder != nullptr) {
           std::string plain = std::move(chunk);
           chunk.clear();

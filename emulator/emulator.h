@@ -54,7 +54,20 @@ struct EmulatorOptions {
   };
   std::vector<Token> tokens;
 
+  // kube-apiserver's --watch-cache (on by default): a list at
+  // resourceVersion=0 (without a continue token or match=Exact) is served
+  // whole from memory, ignoring `limit`, as the v1.24 cacher does. Off:
+  // every list goes to "etcd" and honours `limit` (tests of paging through
+  // an initial list turn it off, as --watch-cache=false would).
+  bool watch_cache = true;
+  // Pacing of list response bodies, in bytes of JSON per second per
+  // response (0: as fast as the emulator goes, ~2 GB/s). A real API server
+  // encodes a large list at ~75-155 MB/s. Applies to the uncompressed
+  // body; gzip (when asked) costs its own CPU on top, as on the server.
+  double serve_bytes_per_sec = 0;
+
   int seed_pods = 0;  // SeedPods(...) at Start()
+  int seed_configmaps = 0;  // SeedConfigMaps(...) at Start()
   bool demo = false;  // SeedDemo(...) at Start()
   // With demo: churn interval (zero: no churn).
   absl::Duration churn_interval = absl::ZeroDuration();

@@ -3,6 +3,7 @@
 //
 //   kube_emulator --port=0 --print_port_file=/tmp/port --tls
 //   --token=admin-token --token=nobody-token:nobody:deny --seed_pods=1000
+//   kube_emulator --seed_configmaps=50000 --serve_bytes_per_sec=1.55e8
 //
 // With --tls the generated CA is written to --ca_file (and served at
 // GET /_emulator/ca.crt). Faults are armed over HTTP (no authentication;
@@ -49,6 +50,17 @@ ABSL_FLAG(std::string, ca_file, "", "With --tls: write the CA PEM here.");
 ABSL_FLAG(std::string, print_port_file, "",
           "Write the bound port here once serving (atomically, via rename).");
 ABSL_FLAG(int, seed_pods, 0, "Seed this many ~6 KiB Pods in 'benchpods'.");
+ABSL_FLAG(int, seed_configmaps, 0,
+          "Seed this many ConfigMaps with 1 KiB of data (~1.5 KB of JSON) "
+          "in 'benchcms'.");
+ABSL_FLAG(double, serve_bytes_per_sec, 0,
+          "Pace each list response's JSON body to this many bytes per second "
+          "(0: unpaced). A real kube-apiserver serves a large list at about "
+          "75-155 MB/s (7.5e7-1.55e8); unpaced, the emulator serves ~2 GB/s.");
+ABSL_FLAG(bool, watch_cache, true,
+          "Like kube-apiserver's --watch-cache: serve resourceVersion=0 "
+          "lists whole from memory, ignoring limit. false: every list "
+          "honours limit.");
 ABSL_FLAG(bool, demo, false,
           "Seed a demo cluster and change it every --churn_interval.");
 ABSL_FLAG(absl::Duration, churn_interval, absl::Seconds(1),
@@ -109,6 +121,14 @@ int main(int argc, char** argv) {
   options.port = absl::GetFlag(FLAGS_port);
   options.tls = absl::GetFlag(FLAGS_tls);
   options.seed_pods = absl::GetFlag(FLAGS_seed_pods);
+  options.seed_configmaps = absl::GetFlag(FLAGS_seed_configmaps);
+  options.serve_bytes_per_sec = absl::GetFlag(FLAGS_serve_bytes_per_sec);
+  options.watch_cache = absl::GetFlag(FLAGS_watch_cache);
+  if (options.serve_bytes_per_sec < 0) {
+    LOG(ERROR) << "--serve_bytes_per_sec must be >= 0, got "
+               << options.serve_bytes_per_sec;
+    return 1;
+  }
   options.demo = absl::GetFlag(FLAGS_demo);
   options.churn_interval = absl::GetFlag(FLAGS_churn_interval);
   options.bookmark_interval = absl::GetFlag(FLAGS_bookmark_interval);

@@ -169,6 +169,42 @@ absl::Status SeedPods(ObjectStore& store, const ResourceRegistry& registry,
   return absl::OkStatus();
 }
 
+absl::Status SeedConfigMaps(ObjectStore& store,
+                            const ResourceRegistry& registry, int count,
+                            absl::string_view ns, int data_bytes) {
+  const ResourceInfo& namespaces = MustFind(registry, "namespaces");
+  const ResourceInfo& configmaps = MustFind(registry, "configmaps");
+  absl::StatusOr<StoredObjectPtr> s =
+      Ensure(store, namespaces, "", NamespaceJson(ns));
+  if (!s.ok()) return s.status();
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  uint64_t state = 0x9e3779b97f4a7c15ull;  // fixed: the same data each run
+  std::string data;
+  for (int i = 0; i < count; ++i) {
+    data.clear();
+    for (int b = 0; b < data_bytes; ++b) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      data.push_back(kAlphabet[(state >> 33) % (sizeof(kAlphabet) - 1)]);
+    }
+    const std::string json = absl::StrCat(
+        "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{"
+        "\"name\":\"",
+        absl::StrFormat("cm-%06d", i), "\",\"namespace\":\"", ns,
+        "\",\"labels\":{\"app\":\"app-", i % 10,
+        "\"},\"managedFields\":[{\"manager\":\"kubectl-create\","
+        "\"operation\":\"Update\",\"apiVersion\":\"v1\",\"time\":"
+        "\"2026-11-30T18:06:29Z\",\"fieldsType\":\"FieldsV1\","
+        "\"fieldsV1\":{\"f:data\":{\".\":{},\"f:payload\":{}},"
+        "\"f:metadata\":{\"f:labels\":{\".\":{},\"f:app\":{}}}}}]},"
+        "\"data\":{\"payload\":\"",
+        data, "\"}}");
+    absl::StatusOr<StoredObjectPtr> cm = store.Create(configmaps, ns, json);
+    if (!cm.ok()) return cm.status();
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // The built-in resources the demo seeds, looked up once.

@@ -37,6 +37,16 @@ std::string PodJson(const PodParams& params);
 absl::Status SeedPods(ObjectStore& store, const ResourceRegistry& registry,
                       int count, absl::string_view ns = "benchpods");
 
+// Creates namespace `ns` (if absent) and `count` ConfigMaps cm-000000...,
+// each with one key of `data_bytes` pseudo-random letters and digits (gzip
+// shrinks them about as much as real data) and the managedFields entry
+// kubectl's create leaves: with 1 KiB of data, about 1.5 KB of JSON each,
+// the shape of a namespace full of application configuration.
+absl::Status SeedConfigMaps(ObjectStore& store,
+                            const ResourceRegistry& registry, int count,
+                            absl::string_view ns = "benchcms",
+                            int data_bytes = 1024);
+
 // A small believable cluster: namespaces (default, kube-system, demo, shop),
 // three nodes, Deployments with ReplicaSets and node-assigned Pods owned by
 // them, ConfigMaps.

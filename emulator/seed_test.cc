@@ -1,5 +1,8 @@
 #include "emulator/seed.h"
 
+#include <set>
+#include <string>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "informer/util/clock.h"
@@ -33,6 +36,29 @@ TEST_F(SeedTest, PodsAreRealisticallySized) {
   EXPECT_TRUE(absl::StrContains((*pod)->body, "\"managedFields\""));
   EXPECT_EQ(*LookupPair((*pod)->fields, "spec.nodeName"), "node-007");
   EXPECT_EQ(*LookupPair((*pod)->labels, "app"), "app-7");
+}
+
+TEST_F(SeedTest, ConfigMapsHaveAKibOfDataAndAboutOneAndAHalfKbOfJson) {
+  ASSERT_TRUE(SeedConfigMaps(*store_, *registry_, 20).ok());
+  EXPECT_EQ(store_->Count(R("configmaps")), 20u);
+  EXPECT_EQ(store_->Count(R("namespaces")), 1u);
+  ListRequest all;
+  absl::StatusOr<ListResult> cms = store_->List(R("configmaps"), all);
+  ASSERT_TRUE(cms.ok());
+  ASSERT_EQ(cms->items.size(), 20u);
+  std::set<std::string> payloads;
+  for (const auto& cm : cms->items) {
+    EXPECT_EQ(cm->ns, "benchcms");
+    EXPECT_GT(cm->body.size(), 1350u) << cm->body;
+    EXPECT_LT(cm->body.size(), 1650u) << cm->body;
+    EXPECT_TRUE(absl::StrContains(cm->body, "\"managedFields\""));
+    const size_t at = cm->body.find("\"payload\":\"");
+    ASSERT_NE(at, std::string::npos);
+    payloads.insert(cm->body.substr(at + 11, 1024));
+  }
+  EXPECT_EQ(payloads.size(), 20u) << "each ConfigMap has its own data";
+  EXPECT_EQ(cms->items[3]->name, "cm-000003");
+  EXPECT_EQ(*LookupPair(cms->items[3]->labels, "app"), "app-3");
 }
 
 TEST_F(SeedTest, DemoHasOwnedPodsOnNodes) {

@@ -256,6 +256,7 @@ TEST_P(ApiCompressionTest, SyncsTheSameObjectsAndFollowsChanges) {
   Scenario setup;
   setup.initial_pods = 400;
   setup.page_size = 250;
+  setup.emulator.watch_cache = false;  // an API server that pages RV=0 lists
   setup.compression = GetParam();
   StartAll(setup);
   EXPECT_EQ(handler_.adds(), 400);
@@ -468,6 +469,7 @@ TEST_F(InformerVsEmulatorTest, ExpiredContinueTokenRestartsAsAFullList) {
   Scenario setup;
   setup.page_size = 7;
   setup.initial_pods = 30;
+  setup.emulator.watch_cache = false;  // an API server that pages RV=0 lists
   StartEmulator(setup);
   MakeInformer(setup);
   emu_->faults().ExpireNextContinue();

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "informer/object/api_error.h"
 
 namespace informer {
@@ -71,6 +73,14 @@ void Reflector::Stop() {
   stopped_ = true;
   if (current_watch_ != nullptr) current_watch_->Stop();
 }
+
+namespace {
+
+std::string FormatMillis(absl::Duration d) {
+  return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d));
+}
+
+}  // namespace
 
 ListOptions Reflector::StartList() {
   std::string rv;
@@ -159,6 +169,7 @@ Reflector::State Reflector::OnListFailed(const absl::Status& status,
 
 Reflector::State Reflector::DoList() {
   ListOptions opts = StartList();
+  const absl::Time list_start = clock_->Now();
   std::vector<ObjectPtr> items;
   std::string list_rv;
   for (;;) {
@@ -185,13 +196,19 @@ Reflector::State Reflector::DoList() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return State::kStopped;
   }
+  const absl::Time listed = clock_->Now();
   absl::Status st = fifo_->Replace(items, list_rv);
   if (!st.ok()) {
     ReportError(st);
     return BackOff() ? State::kList : State::kStopped;
   }
-  VLOG(1) << options_.name << ": listed " << items.size()
-          << " objects at resourceVersion " << list_rv;
+  // With "listing" above, the stages of a (re)list in the log: download
+  // and decode (overlapped), then Replace into the DeltaFIFO; the pops
+  // into the indexer end at the informer's "cache synced".
+  LOG(INFO) << options_.name << ": listed " << items.size()
+            << " objects at resourceVersion " << list_rv << " in "
+            << FormatMillis(listed - list_start) << " (Replace "
+            << FormatMillis(clock_->Now() - listed) << ")";
   fifo_->NoteResourceVersion(list_rv);
   {
     absl::MutexLock lock(&mu_);

@@ -1,0 +1,189 @@
+// How the emulator answers list requests, as kube-apiserver v1.24 does:
+// which combinations of resourceVersion, limit, continue and
+// resourceVersionMatch its watch cache serves (whole, ignoring limit) and
+// which go to etcd (paged, exact when asked), and the pacing of a list body.
+// The rules are the v1.24 cacher's (a list goes to etcd when it has no
+// resourceVersion, a continue token, a limit with a resourceVersion other
+// than "0", or resourceVersionMatch=Exact) and the captures in
+// testdata/kube-apiserver-v1.24/list-resourceversion-semantics.txt.
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "informer/util/clock.h"
+#include "rapidjson/document.h"
+#include "emulator/emulator.h"
+
+namespace emulator {
+namespace {
+
+struct Page {
+  int status = 0;
+  size_t items = 0;
+  std::string rv;
+  bool has_continue = false;
+  bool has_remaining = false;
+};
+
+class EmulatorListServingTest : public ::testing::Test {
+ protected:
+  void Start(EmulatorOptions options) {
+    options.clock = &clock_;
+    emu_ = std::make_unique<Emulator>(options);
+    ASSERT_TRUE(emu_->Start().ok());
+    for (int i = 0; i < 5; ++i) {
+      auto res = Client().Post(
+          "/api/v1/namespaces/demo/configmaps",
+          absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap",)",
+                       R"("metadata":{"name":"cm-)", i, R"("}})"),
+          "application/json");
+      ASSERT_TRUE(res);
+      ASSERT_EQ(res->status, 201);
+      if (i == 3) rv_before_last_ = emu_->store().CurrentRv();
+    }
+  }
+  void TearDown() override {
+    if (emu_ != nullptr) emu_->Stop();
+  }
+  httplib::Client Client() {
+    httplib::Client cli("127.0.0.1", emu_->port());
+    cli.set_read_timeout(60);
+    return cli;
+  }
+  Page List(const std::string& query) {
+    Page p;
+    auto res = Client().Get(
+        absl::StrCat("/api/v1/namespaces/demo/configmaps?", query).c_str());
+    if (!res) return p;
+    p.status = res->status;
+    rapidjson::Document d;
+    d.Parse(res->body.data(), res->body.size());
+    if (p.status != 200 || d.HasParseError()) return p;
+    p.items = d["items"].Size();
+    p.rv = d["metadata"]["resourceVersion"].GetString();
+    p.has_continue = d["metadata"].HasMember("continue");
+    p.has_remaining = d["metadata"].HasMember("remainingItemCount");
+    return p;
+  }
+  std::string Current() { return absl::StrCat(emu_->store().CurrentRv()); }
+
+  informer::FakeClock clock_;
+  std::unique_ptr<Emulator> emu_;
+  int64_t rv_before_last_ = 0;
+};
+
+TEST_F(EmulatorListServingTest, WatchCacheServesResourceVersionZeroWhole) {
+  Start({});  // the API server's default: --watch-cache=true
+  // resourceVersion=0: the watch cache, whatever the limit: one response,
+  // no continue token, no remainingItemCount, at the current RV.
+  for (const std::string& q :
+       {"resourceVersion=0&limit=2",
+        "resourceVersion=0&limit=2&resourceVersionMatch=NotOlderThan",
+        "resourceVersion=0&limit=1&labelSelector=", "resourceVersion=0"}) {
+    Page p = List(q);
+    EXPECT_EQ(p.status, 200) << q;
+    EXPECT_EQ(p.items, 5u) << q;
+    EXPECT_FALSE(p.has_continue) << q;
+    EXPECT_FALSE(p.has_remaining) << q;
+    EXPECT_EQ(p.rv, Current()) << q;
+  }
+}
+
+TEST_F(EmulatorListServingTest, WatchCacheServesAnRvWithoutALimitAtTheCurrentState) {
+  Start({});
+  // An RV without a limit (or NotOlderThan without a limit): the cache,
+  // not older than the RV, i.e. the current state, whole.
+  for (const std::string& q :
+       {absl::StrCat("resourceVersion=", rv_before_last_),
+        absl::StrCat("resourceVersion=", rv_before_last_,
+                     "&resourceVersionMatch=NotOlderThan")}) {
+    Page p = List(q);
+    EXPECT_EQ(p.status, 200) << q;
+    EXPECT_EQ(p.items, 5u) << q;
+    EXPECT_FALSE(p.has_continue) << q;
+    EXPECT_EQ(p.rv, Current()) << q;
+  }
+}
+
+TEST_F(EmulatorListServingTest, EtcdServesNoRvContinueAndLimitWithAnRv) {
+  Start({});
+  // No resourceVersion: a consistent read from etcd, paged.
+  Page fresh = List("limit=2");
+  EXPECT_EQ(fresh.items, 2u);
+  EXPECT_TRUE(fresh.has_continue);
+  EXPECT_TRUE(fresh.has_remaining);
+  EXPECT_EQ(fresh.rv, Current());
+  // An RV other than "0" with a limit: an exact read at that RV (the last
+  // ConfigMap was created later, so 4 objects: 2 + 2 remaining).
+  for (const std::string& q :
+       {absl::StrCat("resourceVersion=", rv_before_last_, "&limit=2"),
+        absl::StrCat("resourceVersion=", rv_before_last_,
+                     "&limit=2&resourceVersionMatch=Exact")}) {
+    Page p = List(q);
+    EXPECT_EQ(p.items, 2u) << q;
+    EXPECT_TRUE(p.has_continue) << q;
+    EXPECT_EQ(p.rv, absl::StrCat(rv_before_last_)) << q;
+  }
+  // NotOlderThan with a limit: etcd, paged, at the current revision.
+  Page newer = List(absl::StrCat("resourceVersion=", rv_before_last_,
+                                 "&limit=2&resourceVersionMatch=NotOlderThan"));
+  EXPECT_EQ(newer.items, 2u);
+  EXPECT_TRUE(newer.has_continue);
+  EXPECT_EQ(newer.rv, Current());
+}
+
+TEST_F(EmulatorListServingTest, WithoutTheWatchCacheResourceVersionZeroPages) {
+  EmulatorOptions options;
+  options.watch_cache = false;  // kube-apiserver --watch-cache=false
+  Start(options);
+  Page p = List("resourceVersion=0&limit=2");
+  EXPECT_EQ(p.items, 2u);
+  EXPECT_TRUE(p.has_continue);
+  EXPECT_EQ(List("resourceVersion=0").items, 5u);
+}
+
+TEST_F(EmulatorListServingTest, PacingHoldsTheListBodyToTheRate) {
+  EmulatorOptions options;
+  options.seed_configmaps = 2000;  // ~3 MB: streamed in chunks
+  options.serve_bytes_per_sec = 1e6;
+  Start(options);
+  const absl::Time t0 = clock_.Now();
+  // Once the response is complete the client parks on the clock until this
+  // far-off time: a waiter that tells the loop below the list is done.
+  const absl::Time finished = t0 + absl::Hours(24 * 365);
+  size_t body_bytes = 0;
+  int status = 0;
+  std::thread client([&] {
+    auto res = Client().Get("/api/v1/namespaces/benchcms/configmaps");
+    if (res) {
+      status = res->status;
+      body_bytes = res->body.size();
+    }
+    clock_.SleepUntil(finished);
+  });
+  // The response advances only as the (fake) clock does: each time the
+  // pacer waits, move time to its deadline.
+  int waits = 0;
+  for (absl::Time next = clock_.WaitForWaiters(1); next < finished;
+       next = clock_.WaitForWaiters(1)) {
+    clock_.SetTime(next);
+    ++waits;
+  }
+  const absl::Duration paced = clock_.Now() - t0;
+  clock_.SetTime(finished);
+  client.join();
+  ASSERT_EQ(status, 200);
+  ASSERT_GT(body_bytes, 2900000u);
+  // The bucket holds 1 MiB (to make up for late wake-ups); the rest is
+  // paid at 1 MB/s.
+  const double want = (static_cast<double>(body_bytes) - (1 << 20)) / 1e6;
+  EXPECT_NEAR(absl::ToDoubleSeconds(paced), want, 0.001);
+  EXPECT_GT(waits, 30) << "paced chunk by chunk, not all at the end";
+}
+
+}  // namespace
+}  // namespace emulator
