@@ -10,6 +10,7 @@
 #include <event2/thread.h>
 #include <glog/logging.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/queue.h>
@@ -420,6 +421,18 @@ void KubeApiServer::OnWake(int, short, void* self) {
 }
 
 void KubeApiServer::OnRequest(evhttp_request* req, void* self) {
+  // Without TCP_NODELAY every response after the first on a kept-alive
+  // connection waits for the client's delayed ACK (about 40 ms): each page
+  // of a paged list and each watch event would pay it, as kubectl and
+  // client-go reuse connections. evhttp gives the socket to the connection
+  // after the bufferevent callback, so it is set here, once per request.
+  if (evhttp_connection* conn = evhttp_request_get_connection(req)) {
+    if (bufferevent* bev = evhttp_connection_get_bufferevent(conn)) {
+      const evutil_socket_t fd = bufferevent_getfd(bev);
+      const int one = 1;
+      if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+  }
   static_cast<KubeApiServer*>(self)->Handle(req);
 }
 
