@@ -174,6 +174,10 @@ absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Start(
   if (options.quiet) {
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
                                      O_WRONLY, 0);
+  } else if (!options.stderr_file.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
+                                     options.stderr_file.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
   }
   const int rc = posix_spawn(&p->pid_, binary.c_str(), &actions, nullptr,
                              argv.data(), envp.data());

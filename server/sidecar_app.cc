@@ -88,14 +88,16 @@ absl::StatusOr<std::function<void(grpc::ServerBuilder&)>> ServingHook(
   };
 }
 
-// Writes "grpc=PORT\nhttp=PORT\n" to `path` atomically (a temporary file
+// Writes "grpc=PORT\nhttp=PORT\n" (and "kube_api=PORT\n" when the facade
+// serves: kube_api_port > 0) to `path` atomically (a temporary file
 // renamed), so a reader never sees half of it.
 absl::Status WritePortsFile(const std::string& path, int grpc_port,
-                            int http_port) {
+                            int http_port, int kube_api_port = 0) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << "grpc=" << grpc_port << "\nhttp=" << http_port << "\n";
+    if (kube_api_port > 0) out << "kube_api=" << kube_api_port << "\n";
     out.close();
     if (!out) {
       return absl::UnavailableError(
@@ -442,6 +444,16 @@ absl::Status Sidecar::StartInformers() {
                                      authorizer_.get(), metrics_.get());
   if (!kube_api.ok()) return kube_api.status();
   kube_api_ = *std::move(kube_api);
+  // The ports file was written when gRPC started; once the facade serves
+  // it is rewritten with the facade's port too (for wrappers and chained
+  // sidecars started on port 0).
+  if (kube_api_ != nullptr && !options_.ports_file.empty()) {
+    if (absl::Status st = WritePortsFile(options_.ports_file, grpc_port(),
+                                         http_port(), kube_api_->port());
+        !st.ok()) {
+      return st;
+    }
+  }
   // Lazy informers: their resource names turn SERVING when they synced and
   // NOT_SERVING when stopped for idleness (they never gate the overall
   // status).

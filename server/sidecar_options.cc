@@ -96,7 +96,9 @@ ABSL_FLAG(std::string, http_listen, ":9090",
 ABSL_FLAG(std::string, ports_file, "",
           "After binding, write \"grpc=PORT\\nhttp=PORT\\n\" to this file "
           "(atomically; 0 for a unix socket or a disabled HTTP server), for "
-          "wrappers and tests that listen on port 0.");
+          "wrappers and tests that listen on port 0. With --kube_api_listen "
+          "it is rewritten once the facade serves, adding "
+          "\"kube_api=PORT\\n\".");
 
 ABSL_FLAG(absl::Duration, grpc_keepalive_time, absl::Seconds(30),
           "Ping each gRPC client connection after this long without "
