@@ -130,6 +130,25 @@ class ChainE2eTest : public ::testing::Test {
     }
   }
 
+  // The sum of a metric family over the sidecars given.
+  double Metric(const std::vector<const PortedSidecar*>& sidecars,
+                const std::string& name) {
+    double sum = 0;
+    for (const PortedSidecar* s : sidecars) {
+      absl::StatusOr<double> v =
+          GetMetricSum(static_cast<int>(s->ports.at("http")), name);
+      EXPECT_TRUE(v.ok()) << v.status();
+      if (v.ok()) sum += *v;
+    }
+    return sum;
+  }
+  double PodRelists() {
+    std::vector<const PortedSidecar*> pods;
+    for (const PortedSidecar& p : pods_) pods.push_back(&p);
+    return Metric(pods, "informer_sidecar_informer_relists_total");
+  }
+  double Node(const std::string& name) { return Metric({&node_}, name); }
+
   httplib::Client Emulator() {
     httplib::Client cli("127.0.0.1", emulator_->port());
     cli.set_read_timeout(60, 0);
@@ -258,19 +277,33 @@ TEST_F(ChainE2eTest, ConvergeThroughCutWatchesApiServerRestartAndNodeRestart) {
   ASSERT_NO_FATAL_FAILURE(StartPod());
   ASSERT_NO_FATAL_FAILURE(ExpectPodsConverge("start"));
 
+  const double pod_relists = PodRelists();
+  const double node_watches =
+      Node("informer_sidecar_informer_watch_restarts_total");
+  const double node_relists = Node("informer_sidecar_informer_relists_total");
+
   // The node sidecar's watch on the emulator is cut mid-event: it watches
   // again from its last resourceVersion; the pod sidecars see nothing of it.
   ASSERT_NO_FATAL_FAILURE(Control("cut_watches?resource=configmaps"));
   ASSERT_NO_FATAL_FAILURE(CreateAndDelete("cut", 9));
   ASSERT_NO_FATAL_FAILURE(Load(20, 200, 1000));
   ASSERT_NO_FATAL_FAILURE(ExpectPodsConverge("after a cut watch"));
+  EXPECT_GT(Node("informer_sidecar_informer_watch_restarts_total"),
+            node_watches);
 
-  // The API server restarts: its watch cache starts over, the node's watch
-  // from its old resourceVersion gets 410 and it relists.
+  // The API server restarts while the node sidecar's watch is behind (it
+  // was stalled through some changes): the watch cache starts over at the
+  // current resourceVersion, the node's watch from its older one gets 410
+  // and it relists. Its facade shows the pod sidecars ordinary changes:
+  // they need no relist.
+  ASSERT_NO_FATAL_FAILURE(Control("stall_watches?resource=configmaps"));
+  ASSERT_NO_FATAL_FAILURE(CreateAndDelete("stalled", 9));
   ASSERT_NO_FATAL_FAILURE(Control("restart"));
   ASSERT_NO_FATAL_FAILURE(CreateAndDelete("restart", 9));
   ASSERT_NO_FATAL_FAILURE(Load(20, 200, 1000));
   ASSERT_NO_FATAL_FAILURE(ExpectPodsConverge("after an API server restart"));
+  EXPECT_GT(Node("informer_sidecar_informer_relists_total"), node_relists);
+  EXPECT_EQ(PodRelists(), pod_relists);
 
   // The node sidecar (the pod sidecars' upstream) dies; the cluster moves
   // on; a new node sidecar on the same facade address has none of the old
@@ -283,6 +316,9 @@ TEST_F(ChainE2eTest, ConvergeThroughCutWatchesApiServerRestartAndNodeRestart) {
   ASSERT_NO_FATAL_FAILURE(Load(20, 200, 1000));
   ASSERT_NO_FATAL_FAILURE(StartNode(listen));
   ASSERT_NO_FATAL_FAILURE(ExpectPodsConverge("after a node sidecar restart"));
+  // The new facade has no history before its own list: each pod sidecar's
+  // ConfigMap watch from before got 410 and relisted through it.
+  EXPECT_GE(PodRelists(), pod_relists + static_cast<double>(pods_.size()));
 }
 
 // A sidecar whose kubeconfig points at a facade reads everything through it
