@@ -321,6 +321,29 @@ TEST_F(ChainE2eTest, ConvergeThroughCutWatchesApiServerRestartAndNodeRestart) {
   EXPECT_GE(PodRelists(), pod_relists + static_cast<double>(pods_.size()));
 }
 
+// With --cache_upstream and no cluster configured (no kubeconfig anywhere,
+// not in a pod) the upstream serves everything: the sidecar syncs from it
+// and does not start its demo cluster (whose objects would differ).
+TEST_F(ChainE2eTest, UpstreamWithoutAClusterServesEverythingAndNoDemo) {
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  char dir[] = "/tmp/chain_nocluster_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string log = absl::StrCat(dir, "/stderr.log");
+  absl::StatusOr<PortedSidecar> pod = StartPortedSidecar(
+      sidecar_bin_,
+      {"--cache_upstream=" + facade_url_, "--resources=configmaps,pods"}, log,
+      /*quiet=*/false, absl::Seconds(60),
+      {absl::StrCat("HOME=", dir), "KUBECONFIG="});
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  pods_.push_back(*std::move(pod));
+  ASSERT_NO_FATAL_FAILURE(ExpectPodsConverge("upstream only"));
+  const std::string text = ReadWholeFile(log);
+  EXPECT_TRUE(absl::StrContains(text, "no cluster configured")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "DEMO MODE")) << text;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 // A sidecar whose kubeconfig points at a facade reads everything through it
 // (discovery too). Its Event writes get the facade's 405: the event sink
 // drops them as client-go's does (the Record call had already answered OK),

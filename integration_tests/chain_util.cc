@@ -284,7 +284,8 @@ PortedSidecar::~PortedSidecar() {
 
 absl::StatusOr<PortedSidecar> StartPortedSidecar(
     const std::string& binary, std::vector<std::string> flags,
-    const std::string& stderr_file, bool quiet, absl::Duration timeout) {
+    const std::string& stderr_file, bool quiet, absl::Duration timeout,
+    std::vector<std::string> env) {
   char dir[] = "/tmp/chain_e2e_XXXXXX";
   if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp failed");
   PortedSidecar out;
@@ -301,6 +302,7 @@ absl::StatusOr<PortedSidecar> StartPortedSidecar(
   options.quiet = quiet;
   options.stderr_file = stderr_file;
   options.start_timeout = timeout;
+  options.env = std::move(env);
   absl::StatusOr<std::unique_ptr<SidecarProcess>> process =
       SidecarProcess::Start(binary, std::move(options));
   if (!process.ok()) return process.status();

@@ -89,12 +89,13 @@ struct PortedSidecar {
 // Starts the sidecar with `flags` plus --ports_file and
 // --print_events=false, waits for overall health SERVING and, when the
 // flags contain --kube_api_listen, for the facade's port in the ports file.
-// `stderr_file` as SidecarProcess::Options (empty: inherited, unless
-// `quiet`).
+// `stderr_file` and `env` as SidecarProcess::Options (stderr_file empty:
+// inherited, unless `quiet`).
 absl::StatusOr<PortedSidecar> StartPortedSidecar(
     const std::string& binary, std::vector<std::string> flags,
     const std::string& stderr_file = "", bool quiet = true,
-    absl::Duration timeout = absl::Seconds(60));
+    absl::Duration timeout = absl::Seconds(60),
+    std::vector<std::string> env = {});
 
 }  // namespace integration
 

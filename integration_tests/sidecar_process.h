@@ -61,7 +61,7 @@ class SidecarProcess {
     // tests that check what it logged.
     std::string stderr_file;
     absl::Duration start_timeout = absl::Seconds(60);
-    // Environment additions ("NAME=value").
+    // Environment additions ("NAME=value"), replacing inherited ones.
     std::vector<std::string> env;
   };
 
