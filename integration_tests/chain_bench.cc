@@ -13,7 +13,8 @@
 //   - the emulator's API requests (GET /_emulator/requests: list, watch,
 //     other = discovery, gets, writes);
 //   - the bytes the node sidecar received from the emulator (its
-//     informer_sidecar_informer_bytes_received_total) and the bytes its facade served
+//     informer_sidecar_informer_bytes_received_total) and the bytes its
+//     facade served
 //     (informer_sidecar_kube_api_response_bytes_total).
 // Each row is the difference to the previous one. The goal: 0 API server
 // lists, watches and bytes for every pod sidecar (the node's are its own).
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -90,6 +92,35 @@ absl::Status AwaitSynced(const PortedSidecar& sidecar, int emulator_port) {
   return absl::OkStatus();
 }
 
+// A started sidecar whose caches equal the emulator's, and how long that
+// took from the start.
+struct Synced {
+  PortedSidecar sidecar;
+  absl::Duration sync;
+  double own_bytes = 0;  // what it received (lists and watches)
+};
+
+absl::StatusOr<Synced> StartSynced(const std::string& binary,
+                                   std::vector<std::string> flags,
+                                   int emulator_port) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<PortedSidecar> sidecar =
+      StartPortedSidecar(binary, std::move(flags));
+  if (!sidecar.ok()) return sidecar.status();
+  if (absl::Status st = AwaitSynced(*sidecar, emulator_port); !st.ok()) {
+    return st;
+  }
+  Synced out;
+  out.sync = absl::Now() - start;
+  absl::StatusOr<double> own =
+      GetMetricSum(static_cast<int>(sidecar->ports.at("http")),
+                   "informer_sidecar_informer_bytes_received_total");
+  if (!own.ok()) return own.status();
+  out.own_bytes = *own;
+  out.sidecar = *std::move(sidecar);
+  return out;
+}
+
 // `api_bytes`: what the API server sent for this row (for chained rows,
 // what the node sidecar received meanwhile).
 void Row(const std::string& what, const Sample& before, const Sample& after,
@@ -104,10 +135,26 @@ void Row(const std::string& what, const Sample& before, const Sample& after,
   std::fflush(stdout);
 }
 
+// Creates the emulator's ConfigMaps (the load generator, no updates).
+absl::Status CreateConfigMaps(int emulator_port) {
+  httplib::Client cli("127.0.0.1", emulator_port);
+  cli.set_read_timeout(300, 0);
+  httplib::Result r = cli.Post(
+      absl::StrCat("/_emulator/load?namespace=bench&objects=",
+                   absl::GetFlag(FLAGS_configmaps),
+                   "&bytes=", absl::GetFlag(FLAGS_configmap_bytes),
+                   "&millis=0")
+          .c_str());
+  if (!r || r->status != 200) {
+    return absl::UnavailableError("cannot create the ConfigMaps");
+  }
+  return absl::OkStatus();
+}
+
 int Run(const char* argv0) {
-  absl::StatusOr<std::string> sidecar_bin =
+  absl::StatusOr<std::string> bin =
       FindRunfile("server/informer_sidecar", argv0);
-  if (!sidecar_bin.ok()) return Fail(sidecar_bin.status());
+  if (!bin.ok()) return Fail(bin.status());
   absl::StatusOr<std::string> emulator_bin =
       FindRunfile("emulator/kube_emulator", argv0);
   if (!emulator_bin.ok()) return Fail(emulator_bin.status());
@@ -117,89 +164,53 @@ int Run(const char* argv0) {
           {absl::StrCat("--seed_pods=", absl::GetFlag(FLAGS_seed_pods))},
           /*quiet=*/true);
   if (!emulator.ok()) return Fail(emulator.status());
-  const int emu_port = (*emulator)->port();
-  {
-    httplib::Client cli("127.0.0.1", emu_port);
-    cli.set_read_timeout(300, 0);
-    httplib::Result r = cli.Post(
-        absl::StrCat("/_emulator/load?namespace=bench&objects=",
-                     absl::GetFlag(FLAGS_configmaps),
-                     "&bytes=", absl::GetFlag(FLAGS_configmap_bytes),
-                     "&millis=0")
-            .c_str());
-    if (!r || r->status != 200) {
-      return Fail(absl::UnavailableError("cannot create the ConfigMaps"));
-    }
-  }
+  const int emu = (*emulator)->port();
+  if (absl::Status st = CreateConfigMaps(emu); !st.ok()) return Fail(st);
   char dir[] = "/tmp/chain_bench_XXXXXX";
   if (mkdtemp(dir) == nullptr) return Fail(absl::InternalError("mkdtemp"));
   absl::StatusOr<std::string> kubeconfig =
       WriteKubeconfig(dir, (*emulator)->url());
   if (!kubeconfig.ok()) return Fail(kubeconfig.status());
+  const std::string cluster = "--kubeconfig=" + *kubeconfig;
+  const std::string resources = "--resources=configmaps,pods";
 
   std::printf("| sidecar | API server lists | watches | other requests | "
               "API server bytes | facade bytes served | bytes it received | "
               "sync s |\n|---|---|---|---|---|---|---|---|\n");
-  absl::StatusOr<Sample> before = Take(emu_port, 0);
+  absl::StatusOr<Sample> before = Take(emu, 0);
   if (!before.ok()) return Fail(before.status());
-  absl::Time start = absl::Now();
-  absl::StatusOr<PortedSidecar> node = StartPortedSidecar(
-      *sidecar_bin, {"--kubeconfig=" + *kubeconfig,
-                     "--resources=configmaps,pods",
-                     "--kube_api_listen=127.0.0.1:0"});
+  absl::StatusOr<Synced> node = StartSynced(
+      *bin, {cluster, resources, "--kube_api_listen=127.0.0.1:0"}, emu);
   if (!node.ok()) return Fail(node.status());
-  if (absl::Status st = AwaitSynced(*node, emu_port); !st.ok()) return Fail(st);
-  const int node_http = static_cast<int>(node->ports.at("http"));
-  absl::StatusOr<Sample> after = Take(emu_port, node_http);
+  const int node_http = static_cast<int>(node->sidecar.ports.at("http"));
+  absl::StatusOr<Sample> after = Take(emu, node_http);
   if (!after.ok()) return Fail(after.status());
   Row("node (on the API server)", *before, *after, after->upstream_bytes,
-      after->upstream_bytes, absl::Now() - start);
-  const std::string facade =
-      absl::StrCat("http://127.0.0.1:", node->ports.at("kube_api"));
+      node->own_bytes, node->sync);
+  const std::string upstream = absl::StrCat(
+      "--cache_upstream=http://127.0.0.1:", node->sidecar.ports.at("kube_api"));
 
-  std::vector<PortedSidecar> pods;
+  std::vector<Synced> pods;
   for (int i = 1; i <= absl::GetFlag(FLAGS_pods); ++i) {
     before = after;
-    start = absl::Now();
-    absl::StatusOr<PortedSidecar> pod = StartPortedSidecar(
-        *sidecar_bin, {"--kubeconfig=" + *kubeconfig,
-                       "--cache_upstream=" + facade,
-                       "--resources=configmaps,pods"});
+    absl::StatusOr<Synced> pod =
+        StartSynced(*bin, {cluster, upstream, resources}, emu);
     if (!pod.ok()) return Fail(pod.status());
-    if (absl::Status st = AwaitSynced(*pod, emu_port); !st.ok()) {
-      return Fail(st);
-    }
-    const absl::Duration sync = absl::Now() - start;
-    after = Take(emu_port, node_http);
+    after = Take(emu, node_http);
     if (!after.ok()) return Fail(after.status());
-    absl::StatusOr<double> own = GetMetricSum(
-        static_cast<int>(pod->ports.at("http")),
-        "informer_sidecar_informer_bytes_received_total");
-    if (!own.ok()) return Fail(own.status());
     Row(absl::StrCat("pod ", i, " (--cache_upstream)"), *before, *after,
-        after->upstream_bytes - before->upstream_bytes, *own, sync);
+        after->upstream_bytes - before->upstream_bytes, pod->own_bytes,
+        pod->sync);
     pods.push_back(*std::move(pod));
   }
-  if (absl::GetFlag(FLAGS_direct)) {
-    before = after;
-    start = absl::Now();
-    absl::StatusOr<PortedSidecar> direct = StartPortedSidecar(
-        *sidecar_bin,
-        {"--kubeconfig=" + *kubeconfig, "--resources=configmaps,pods"});
-    if (!direct.ok()) return Fail(direct.status());
-    if (absl::Status st = AwaitSynced(*direct, emu_port); !st.ok()) {
-      return Fail(st);
-    }
-    const absl::Duration sync = absl::Now() - start;
-    after = Take(emu_port, node_http);
-    if (!after.ok()) return Fail(after.status());
-    absl::StatusOr<double> own =
-        GetMetricSum(static_cast<int>(direct->ports.at("http")),
-                     "informer_sidecar_informer_bytes_received_total");
-    if (!own.ok()) return Fail(own.status());
-    Row("direct (no chaining), for comparison", *before, *after, *own, *own,
-        sync);
-  }
+  if (!absl::GetFlag(FLAGS_direct)) return 0;
+  before = after;
+  absl::StatusOr<Synced> direct = StartSynced(*bin, {cluster, resources}, emu);
+  if (!direct.ok()) return Fail(direct.status());
+  after = Take(emu, node_http);
+  if (!after.ok()) return Fail(after.status());
+  Row("direct (no chaining), for comparison", *before, *after,
+      direct->own_bytes, direct->own_bytes, direct->sync);
   return 0;
 }
 

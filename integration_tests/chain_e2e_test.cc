@@ -69,10 +69,12 @@ int CountOccurrences(const std::string& text, const std::string& needle) {
 class ChainE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> sidecar = FindRunfile("server/informer_sidecar");
+    absl::StatusOr<std::string> sidecar =
+        FindRunfile("server/informer_sidecar");
     ASSERT_TRUE(sidecar.ok()) << sidecar.status();
     sidecar_bin_ = *sidecar;
-    absl::StatusOr<std::string> emulator = FindRunfile("emulator/kube_emulator");
+    absl::StatusOr<std::string> emulator =
+        FindRunfile("emulator/kube_emulator");
     ASSERT_TRUE(emulator.ok()) << emulator.status();
     absl::StatusOr<std::unique_ptr<EmulatorProcess>> emu =
         EmulatorProcess::Start(*emulator, {"--seed_pods=30"}, /*quiet=*/true);

@@ -101,7 +101,8 @@ absl::StatusOr<std::string> WaitForFile(
     absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, slash);
   const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
   if (fd < 0) return absl::InternalError("inotify_init1 failed");
   // Watch first, then read: a change between the two still wakes us.
@@ -148,7 +149,8 @@ absl::StatusOr<EmulatorRequests> GetEmulatorRequests(int port) {
   rapidjson::Document doc;
   doc.Parse(body->data(), body->size());
   if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("list")) {
-    return absl::DataLossError(absl::StrCat("bad /_emulator/requests: ", *body));
+    return absl::DataLossError(
+        absl::StrCat("bad /_emulator/requests: ", *body));
   }
   EmulatorRequests r;
   r.list = doc["list"].GetInt64();
