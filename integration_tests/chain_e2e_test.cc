@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "emulator/tls_certs.h"
 #include "integration_tests/chain_util.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
@@ -90,23 +91,30 @@ class ChainE2eTest : public ::testing::Test {
   }
 
   // The node sidecar: informers on the emulator, the facade on `listen`.
-  void StartNode(const std::string& listen = "127.0.0.1:0") {
-    absl::StatusOr<PortedSidecar> node = StartPortedSidecar(
-        sidecar_bin_, {"--kubeconfig=" + kubeconfig_,
-                       "--resources=configmaps,pods",
-                       "--kube_api_listen=" + listen});
+  // `extra` flags: TLS and tokens of the facade.
+  void StartNode(const std::string& listen = "127.0.0.1:0",
+                 const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> flags = {"--kubeconfig=" + kubeconfig_,
+                                      "--resources=configmaps,pods",
+                                      "--kube_api_listen=" + listen};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    absl::StatusOr<PortedSidecar> node =
+        StartPortedSidecar(sidecar_bin_, std::move(flags));
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
-    facade_url_ =
-        absl::StrCat("http://127.0.0.1:", node_.ports.at("kube_api"));
+    facade_url_ = absl::StrCat(extra.empty() ? "http" : "https",
+                               "://127.0.0.1:", node_.ports.at("kube_api"));
   }
 
-  // A pod sidecar reading through the node's facade.
-  void StartPod() {
-    absl::StatusOr<PortedSidecar> pod = StartPortedSidecar(
-        sidecar_bin_,
-        {"--kubeconfig=" + kubeconfig_, "--cache_upstream=" + facade_url_,
-         "--resources=configmaps,pods"});
+  // A pod sidecar reading through the node's facade; `extra` flags: the
+  // upstream's credentials.
+  void StartPod(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> flags = {"--kubeconfig=" + kubeconfig_,
+                                      "--cache_upstream=" + facade_url_,
+                                      "--resources=configmaps,pods"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    absl::StatusOr<PortedSidecar> pod =
+        StartPortedSidecar(sidecar_bin_, std::move(flags));
     ASSERT_TRUE(pod.ok()) << pod.status();
     pods_.push_back(std::move(*pod));
   }
@@ -321,6 +329,43 @@ TEST_F(ChainE2eTest, ConvergeThroughCutWatchesApiServerRestartAndNodeRestart) {
   // The new facade has no history before its own list: each pod sidecar's
   // ConfigMap watch from before got 410 and relisted through it.
   EXPECT_GE(PodRelists(), pod_relists + static_cast<double>(pods_.size()));
+}
+
+// An https upstream: the facade serves TLS and wants a bearer token of its
+// --tokens_file; the pod sidecar verifies it with --cache_upstream_ca_file
+// and authenticates with --cache_upstream_token_file.
+TEST_F(ChainE2eTest, HttpsUpstreamWithCaFileAndTokenFile) {
+  absl::StatusOr<emulator::TestPki> pki =
+      emulator::GenerateTestPki({"localhost"}, {"127.0.0.1"});
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  char dir[] = "/tmp/chain_tls_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto write = [&dir](const std::string& name, const std::string& text) {
+    const std::string path = absl::StrCat(dir, "/", name);
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string ca = write("ca.crt", pki->ca_cert_pem);
+  const std::string cert = write("tls.crt", pki->server_cert_pem);
+  const std::string key = write("tls.key", pki->server_key_pem);
+  const std::string tokens = write(
+      "tokens.yaml",
+      "tokens:\n- name: pods\n  token: \"chain-token-0123456789\"\n"
+      "  resources: [configmaps, pods]\n");
+  const std::string token = write("token", "chain-token-0123456789\n");
+  ASSERT_NO_FATAL_FAILURE(StartNode(
+      "127.0.0.1:0", {"--kube_api_tls_cert_file=" + cert,
+                      "--kube_api_tls_key_file=" + key,
+                      "--tokens_file=" + tokens}));
+  ASSERT_NO_FATAL_FAILURE(StartPod({"--cache_upstream_ca_file=" + ca,
+                                    "--cache_upstream_token_file=" + token}));
+  ASSERT_NO_FATAL_FAILURE(ExpectPodsConverge("over https with a token"));
+  // The facade served the pod sidecar's lists as the token's grant allowed.
+  EXPECT_GE(Node("informer_sidecar_kube_api_requests_total{verb=\"list\","
+                 "code=\"200\""),
+            2);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 // With --cache_upstream and no cluster configured (no kubeconfig anywhere,
