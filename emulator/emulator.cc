@@ -462,6 +462,14 @@ std::string VerbOf(const httplib::Request& req, bool named) {
 
 }  // namespace
 
+Emulator::RequestCounts Emulator::request_counts() const {
+  RequestCounts counts;
+  counts.list = list_requests_.load(std::memory_order_relaxed);
+  counts.watch = watch_requests_.load(std::memory_order_relaxed);
+  counts.other = other_requests_.load(std::memory_order_relaxed);
+  return counts;
+}
+
 void Emulator::Handle(const httplib::Request& req, bool gzip,
                       httplib::Response& res) {
   const std::string& path = req.path;
@@ -478,12 +486,20 @@ void Emulator::Handle(const httplib::Request& req, bool gzip,
   std::vector<absl::string_view> seg =
       absl::StrSplit(absl::string_view(path).substr(1), '/', absl::SkipEmpty());
   ApiPath api;
-  if (ServeDiscovery(seg, req.method == "GET", &api, res)) return;
+  if (ServeDiscovery(seg, req.method == "GET", &api, res)) {
+    other_requests_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   Route route;
   if (!ParseRoute(seg, api, &route)) {
+    other_requests_.fetch_add(1, std::memory_order_relaxed);
     return ReplyStatus(res, ResourceNotFoundStatus());
   }
   const std::string verb = VerbOf(req, !route.name.empty());
+  (verb == "list"    ? list_requests_
+   : verb == "watch" ? watch_requests_
+                     : other_requests_)
+      .fetch_add(1, std::memory_order_relaxed);
   if (verb.empty()) return ReplyStatus(res, MethodNotAllowedStatus());
   if (who != nullptr && !who->allowed) {
     return ReplyStatus(res, ForbiddenStatus(who->user, verb, *route.resource,

@@ -131,6 +131,18 @@ class Emulator {
   absl::StatusOr<StoredObjectPtr> CreateLargeObject(absl::string_view ns,
                                                     absl::string_view name,
                                                     size_t bytes);
+  // API requests served so far (control endpoints and health probes not
+  // counted), by kind: list (GET of a collection), watch (GET with
+  // watch=1), other (discovery, get, writes, unknown paths). Also served as
+  // GET /_emulator/requests, so that tests of chained caches can show that
+  // a downstream reader costs the API server nothing.
+  struct RequestCounts {
+    int64_t list = 0;
+    int64_t watch = 0;
+    int64_t other = 0;
+  };
+  RequestCounts request_counts() const;
+
   // An API server restart as clients see it: the watch cache starts over
   // at the current RV (a watch from an older RV gets 410), every watch is
   // dropped abruptly. etcd keeps its history until it is compacted.
@@ -203,6 +215,9 @@ class Emulator {
   std::thread listen_thread_;
   std::atomic<bool> listen_returned_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> list_requests_{0};
+  std::atomic<int64_t> watch_requests_{0};
+  std::atomic<int64_t> other_requests_{0};
   int port_ = 0;
   std::string ca_cert_pem_;
 };

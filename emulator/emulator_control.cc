@@ -86,6 +86,13 @@ void Emulator::HandleInspection(absl::string_view op,
     out += "]}";
     return ReplyJson(res, 200, out);
   }
+  if (op == "requests") {
+    const RequestCounts counts = request_counts();
+    return ReplyJson(res, 200,
+                     absl::StrCat("{\"list\":", counts.list, ",\"watch\":",
+                                  counts.watch, ",\"other\":", counts.other,
+                                  "}"));
+  }
   if (op == "ca.crt") {
     res.set_content(ca_cert_pem_, "application/x-pem-file");
     return;

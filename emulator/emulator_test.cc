@@ -732,6 +732,35 @@ TEST_F(EmulatorTest, ControlEndpointsReportState) {
   EXPECT_EQ(cli.Post("/_emulator/nope")->status, 404);
 }
 
+TEST_F(EmulatorTest, CountsApiRequestsByKind) {
+  Start();
+  auto cli = Client();
+  auto counts = [&] {
+    auto r = cli.Get("/_emulator/requests");
+    EXPECT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    return Json(r->body);
+  };
+  auto before = counts();
+  EXPECT_EQ(before["list"].GetInt64(), 0);
+  EXPECT_EQ(before["watch"].GetInt64(), 0);
+  EXPECT_EQ(before["other"].GetInt64(), 0);
+  CreateConfigMap("demo", "a");                                   // other
+  ASSERT_EQ(cli.Get("/api/v1")->status, 200);                     // other
+  ASSERT_EQ(cli.Get("/api/v1/namespaces/demo/configmaps")->status, 200);
+  ASSERT_EQ(cli.Get("/api/v1/configmaps?limit=1")->status, 200);  // list
+  ASSERT_EQ(cli.Get("/api/v1/namespaces/demo/configmaps/a")->status, 200);
+  ASSERT_EQ(cli.Get("/api/v1/nothing")->status, 404);             // other
+  ASSERT_EQ(cli.Get("/healthz")->status, 200);  // not an API request
+  Watch(WatchPath(0));
+  cli.Get("/_emulator/watchers?resource=configmaps&min=1&timeout_ms=30000");
+  auto after = counts();
+  EXPECT_EQ(after["list"].GetInt64(), 2);
+  EXPECT_EQ(after["watch"].GetInt64(), 1);
+  EXPECT_EQ(after["other"].GetInt64(), 4);
+  EXPECT_EQ(emu_->request_counts().list, 2);
+}
+
 TEST_F(EmulatorTest, ServesHttpsWithTheGeneratedCa) {
   EmulatorOptions o;
   o.tls = true;

@@ -24,7 +24,9 @@
 //       until done and answers {"updates":N,"seconds":S}
 //   /_emulator/clear_faults GET
 //   /_emulator/watchers?resource=pods&min=N&timeout_ms=T  wait for watches GET
-//   /_emulator/state?resource=pods                keys and RVs
+//   /_emulator/state?resource=pods                keys and RVs GET
+//   /_emulator/requests                           API requests: list, watch,
+//                                                 other
 // Objects are created/changed/deleted through the normal API.
 
 #include <unistd.h>

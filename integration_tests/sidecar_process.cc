@@ -163,7 +163,18 @@ absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Start(
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    // An addition replaces the inherited variable of its name (getenv
+    // would find the inherited one first).
+    const absl::string_view inherited(*e);
+    bool replaced = false;
+    for (const std::string& add : options.env) {
+      const absl::string_view name =
+          absl::string_view(add).substr(0, add.find('=') + 1);
+      replaced = replaced || absl::StartsWith(inherited, name);
+    }
+    if (!replaced) env_strings.emplace_back(*e);
+  }
   env_strings.insert(env_strings.end(), options.env.begin(), options.env.end());
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
@@ -174,6 +185,10 @@ absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Start(
   if (options.quiet) {
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null",
                                      O_WRONLY, 0);
+  } else if (!options.stderr_file.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
+                                     options.stderr_file.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
   }
   const int rc = posix_spawn(&p->pid_, binary.c_str(), &actions, nullptr,
                              argv.data(), envp.data());

@@ -57,8 +57,11 @@ class SidecarProcess {
     bool wait_serving = true;
     // Send the child's stderr (its logs) to /dev/null.
     bool quiet = false;
+    // Unless quiet: append the child's stderr (its logs) to this file, for
+    // tests that check what it logged.
+    std::string stderr_file;
     absl::Duration start_timeout = absl::Seconds(60);
-    // Environment additions ("NAME=value").
+    // Environment additions ("NAME=value"), replacing inherited ones.
     std::vector<std::string> env;
   };
 

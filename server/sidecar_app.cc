@@ -19,6 +19,7 @@
 #include "emulator/emulator.h"
 #include "informer/cache/event_printer.h"
 #include "informer/client/kube_client.h"
+#include "server/config/cache_upstream.h"
 #include "server/config/informer_registry.h"
 #include "server/config/resource_resolver.h"
 #include "server/event_recording.h"
@@ -87,14 +88,16 @@ absl::StatusOr<std::function<void(grpc::ServerBuilder&)>> ServingHook(
   };
 }
 
-// Writes "grpc=PORT\nhttp=PORT\n" to `path` atomically (a temporary file
+// Writes "grpc=PORT\nhttp=PORT\n" (and "kube_api=PORT\n" when the facade
+// serves: kube_api_port > 0) to `path` atomically (a temporary file
 // renamed), so a reader never sees half of it.
 absl::Status WritePortsFile(const std::string& path, int grpc_port,
-                            int http_port) {
+                            int http_port, int kube_api_port = 0) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << "grpc=" << grpc_port << "\nhttp=" << http_port << "\n";
+    if (kube_api_port > 0) out << "kube_api=" << kube_api_port << "\n";
     out.close();
     if (!out) {
       return absl::UnavailableError(
@@ -155,6 +158,18 @@ absl::Status Sidecar::ChooseCluster() {
       // An explicit choice that fails is an error, not a reason for the
       // demo.
       return config.status();
+    } else if (options_.cache_upstream.enabled()) {
+      // A chained sidecar without credentials of its own: the upstream
+      // facade answers everything (it refuses writes with 405), no demo.
+      cluster_ = UpstreamRestConfig(options_.cache_upstream,
+                                    informer::client::RestConfig());
+      upstream_only_ = true;
+      LOG(INFO) << "informer_sidecar: no cluster configured ("
+                << config.status().message() << "): --cache_upstream "
+                << cluster_->server
+                << " serves discovery and lists and watches; Event writes "
+                   "will fail (a Kubernetes API facade is read-only)";
+      return absl::OkStatus();
     } else {
       demo_reason_ = absl::StrCat("no cluster configured (",
                                   config.status().message(), ")");
@@ -162,6 +177,13 @@ absl::Status Sidecar::ChooseCluster() {
   }
   if (cluster_.has_value()) {
     LOG(INFO) << "informer_sidecar: using the cluster at " << cluster_->server;
+    if (options_.cache_upstream.enabled()) {
+      LOG(INFO) << "informer_sidecar: informers list and watch from the "
+                   "cache upstream "
+                << options_.cache_upstream.url
+                << "; writes, discovery and resource resolution go to the "
+                   "cluster";
+    }
   } else {
     LOG(INFO) << "informer_sidecar: DEMO MODE (" << demo_reason_
               << "): serving an in-process demo cluster whose objects change "
@@ -221,6 +243,23 @@ absl::Status Sidecar::StartCluster() {
                                            std::move(transport));
   if (!kube.ok()) return kube.status();
   kube_ = *std::move(kube);
+  if (!options_.cache_upstream.enabled() || upstream_only_) {
+    return absl::OkStatus();
+  }
+  // The reflectors' own connection: the upstream's URL and credentials
+  // with the cluster's transport settings (--api_compression included).
+  informer::client::TransportOptions upstream_transport;
+  upstream_transport.observer = ops_->ApiObserver();
+  absl::StatusOr<std::unique_ptr<informer::client::KubeClient>> upstream =
+      informer::client::KubeClient::Create(
+          UpstreamRestConfig(options_.cache_upstream, rest_config),
+          informer::RealClock(), std::move(upstream_transport));
+  if (!upstream.ok()) {
+    return absl::Status(upstream.status().code(),
+                        absl::StrCat("--cache_upstream: ",
+                                     upstream.status().message()));
+  }
+  upstream_ = *std::move(upstream);
   return absl::OkStatus();
 }
 
@@ -297,24 +336,30 @@ absl::Status Sidecar::CreateRegistry() {
     configs.push_back(r.config);
   }
   informer::client::KubeClient* client = kube_.get();
+  // Resources resolve through the cluster's discovery; the reflectors list
+  // and watch over the upstream's connection when there is one.
+  informer::client::HttpTransport* lists =
+      upstream_ != nullptr ? upstream_->transport() : kube_->transport();
   const bool allow_secrets = options_.allow_secrets;
   absl::StatusOr<std::unique_ptr<InformerRegistry>> registry =
       InformerRegistry::Create(
           std::move(configs),
-          [client, allow_secrets](const ResourceConfig& c)
+          [client, lists, allow_secrets](const ResourceConfig& c)
               -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
-            absl::StatusOr<std::unique_ptr<informer::client::ResourceClient>>
-                rc = client->ForResource(c.resource, c.namespace_,
-                                         ResourceClientOptionsOf(c));
-            if (!rc.ok()) return rc.status();
+            absl::StatusOr<informer::client::ApiResource> resource =
+                client->discovery()->Resolve(c.resource);
+            if (!resource.ok()) return resource.status();
+            auto rc = std::make_unique<informer::client::ResourceClient>(
+                lists, *std::move(resource), c.namespace_,
+                ResourceClientOptionsOf(c));
             // Whatever alias named it, core Secrets need --allow_secrets.
-            if ((*rc)->resource().group.empty() &&
-                (*rc)->resource().resource == "secrets" && !allow_secrets) {
+            if (rc->resource().group.empty() &&
+                rc->resource().resource == "secrets" && !allow_secrets) {
               return absl::InvalidArgumentError(
                   "it is the Secrets resource, withheld unless "
                   "--allow_secrets is set");
             }
-            return std::unique_ptr<informer::ListerWatcher>(*std::move(rc));
+            return std::unique_ptr<informer::ListerWatcher>(std::move(rc));
           },
           std::move(registry_options));
   if (!registry.ok()) return registry.status();
@@ -399,6 +444,16 @@ absl::Status Sidecar::StartInformers() {
                                      authorizer_.get(), metrics_.get());
   if (!kube_api.ok()) return kube_api.status();
   kube_api_ = *std::move(kube_api);
+  // The ports file was written when gRPC started; once the facade serves
+  // it is rewritten with the facade's port too (for wrappers and chained
+  // sidecars started on port 0).
+  if (kube_api_ != nullptr && !options_.ports_file.empty()) {
+    if (absl::Status st = WritePortsFile(options_.ports_file, grpc_port(),
+                                         http_port(), kube_api_->port());
+        !st.ok()) {
+      return st;
+    }
+  }
   // Lazy informers: their resource names turn SERVING when they synced and
   // NOT_SERVING when stopped for idleness (they never gate the overall
   // status).

@@ -93,12 +93,18 @@ class Sidecar {
   // The cluster from the flags; unset for the demo cluster (and why).
   absl::optional<informer::client::RestConfig> cluster_;
   std::string demo_reason_;
+  // No cluster configured: --cache_upstream serves everything.
+  bool upstream_only_ = false;
   // Declared in start order: on a failed start they go in reverse.
   std::unique_ptr<metrics::Registry> metrics_;
   std::unique_ptr<SidecarMetrics> ops_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<emulator::Emulator> demo_;
   std::unique_ptr<informer::client::KubeClient> kube_;
+  // The --cache_upstream connection the reflectors use, when a cluster is
+  // also configured (kube_ then serves writes and discovery); null when
+  // there is no upstream or it is the only connection (then kube_ is it).
+  std::unique_ptr<informer::client::KubeClient> upstream_;
   std::unique_ptr<DiscoveryResolver> resolver_;
   std::unique_ptr<Authorizer> authorizer_;
   // Null: insecure.

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <glog/logging.h>
+
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -60,6 +62,26 @@ ABSL_FLAG(std::string, api_compression, "none",
           "loopback or a pod network; choose gzip only for a thin link "
           "(the sidecar far from its API server).");
 
+ABSL_FLAG(std::string, cache_upstream, "",
+          "Chaining: an http:// or https:// URL of another sidecar's "
+          "Kubernetes API facade (its --kube_api_listen) that every informer "
+          "lists and watches from, lazily started ones too, so a node's "
+          "sidecars cost the API server one list and watch per resource. "
+          "Writes (Events), discovery and everything else still go to the "
+          "cluster of --kubeconfig / in-cluster; with no cluster configured "
+          "the upstream serves everything (Event writes then fail with its "
+          "405) and no demo starts.");
+
+ABSL_FLAG(std::string, cache_upstream_token_file, "",
+          "A bearer token file for --cache_upstream (one of the upstream's "
+          "--tokens_file tokens), re-read every minute and after a 401, as "
+          "a projected service-account token is. Sent in clear text over "
+          "http:// (a warning unless the upstream is on loopback).");
+
+ABSL_FLAG(std::string, cache_upstream_ca_file, "",
+          "PEM CA bundle that verifies an https:// --cache_upstream "
+          "(default: the system roots).");
+
 // ---- Serving: gRPC and HTTP listeners, connection limits ----
 
 ABSL_FLAG(std::string, grpc_listen, "127.0.0.1:50051",
@@ -74,7 +96,9 @@ ABSL_FLAG(std::string, http_listen, ":9090",
 ABSL_FLAG(std::string, ports_file, "",
           "After binding, write \"grpc=PORT\\nhttp=PORT\\n\" to this file "
           "(atomically; 0 for a unix socket or a disabled HTTP server), for "
-          "wrappers and tests that listen on port 0.");
+          "wrappers and tests that listen on port 0. With --kube_api_listen "
+          "it is rewritten once the facade serves, adding "
+          "\"kube_api=PORT\\n\".");
 
 ABSL_FLAG(absl::Duration, grpc_keepalive_time, absl::Seconds(30),
           "Ping each gRPC client connection after this long without "
@@ -209,6 +233,22 @@ absl::Status Invalid(absl::string_view flag, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", problem));
 }
 
+// --cache_upstream and its credential flags.
+absl::Status UpstreamFromFlags(SidecarOptions* options) {
+  absl::StatusOr<CacheUpstream> upstream = ValidateCacheUpstream(
+      absl::GetFlag(FLAGS_cache_upstream),
+      absl::GetFlag(FLAGS_cache_upstream_token_file),
+      absl::GetFlag(FLAGS_cache_upstream_ca_file), &options->warnings);
+  if (!upstream.ok()) return upstream.status();
+  if (upstream->enabled() && options->demo) {
+    return absl::InvalidArgumentError(
+        "--demo and --cache_upstream both choose where the informers read "
+        "from; give one of them");
+  }
+  options->cache_upstream = *std::move(upstream);
+  return absl::OkStatus();
+}
+
 // The resources and lazy-mode settings from --config, --resources,
 // --namespace and --lazy_idle_timeout. Errors name the file, line and field
 // (or the flag).
@@ -257,7 +297,7 @@ absl::Status ResourcesFromFlags(SidecarOptions* options) {
                    absl::StrCat("must be none or gzip, not \"", compression,
                                 "\""));
   }
-  return absl::OkStatus();
+  return UpstreamFromFlags(options);
 }
 
 absl::Status WatchMessageOutOfRange(int64_t bytes) {
@@ -401,6 +441,9 @@ absl::StatusOr<SidecarOptions> OptionsFromFlags() {
         SecurityFromFlags, OperationsFromFlags}) {
     if (absl::Status st = step(&options); !st.ok()) return st;
   }
+  for (const std::string& warning : options.warnings) {
+    LOG(WARNING) << "informer_sidecar: " << warning;
+  }
   return options;
 }
 
@@ -417,7 +460,7 @@ std::vector<informer::FlagGroup> SidecarFlagGroups() {
       {"Operations: shutdown, work queues, events",
        {"shutdown_grace", "workqueue_idle_timeout", "event_component", "event_retry_interval", "event_flush_timeout"}},
       {"Kubernetes API facade: kubectl and client-go read the cache",
-       {"kube_api_listen", "kube_api_tls_cert_file", "kube_api_tls_key_file", "kube_api_tls_client_ca_file", "kube_api_history", "kube_api_advertised_address"}},
+       {"kube_api_listen", "kube_api_tls_cert_file", "kube_api_tls_key_file", "kube_api_tls_client_ca_file", "kube_api_history", "kube_api_advertised_address", "cache_upstream", "cache_upstream_token_file", "cache_upstream_ca_file"}},
       {"Demo",
        {"demo", "print_events"}},
   };

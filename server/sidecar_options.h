@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "informer/client/kubeconfig.h"
 #include "informer/util/logging.h"
+#include "server/config/cache_upstream.h"
 #include "server/config/sidecar_config.h"
 #include "server/informer_service.h"
 #include "server/security/tls_config.h"
@@ -35,6 +36,11 @@ struct SidecarOptions {
   // --api_compression: whether API responses may come gzipped (opt-in).
   informer::client::ApiCompression api_compression =
       informer::client::ApiCompression::kNone;
+  // --cache_upstream and its credentials: where the reflectors list and
+  // watch (disabled: the cluster).
+  CacheUpstream cache_upstream;
+  // Problems that do not stop the sidecar (logged by OptionsFromFlags).
+  std::vector<std::string> warnings;
 
   // ---- Serving ----
   std::string grpc_listen;

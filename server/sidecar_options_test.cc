@@ -203,5 +203,51 @@ TEST_F(SidecarOptionsTest, HelpGroupsNameEveryFlagOnceAndOnlyRealOnes) {
   }
 }
 
+TEST_F(SidecarOptionsTest, CacheUpstreamAndItsCredentials) {
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->cache_upstream.enabled());
+  const std::string token = WriteFile("upstream-token", "t0ken\n");
+  Set("cache_upstream", "http://127.0.0.1:8001/");
+  Set("cache_upstream_token_file", token);
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cache_upstream.url, "http://127.0.0.1:8001");
+  EXPECT_EQ(o->cache_upstream.token_file, token);
+  EXPECT_TRUE(o->warnings.empty());
+  // A token in clear text to another host is allowed, with a warning.
+  Set("cache_upstream", "http://node-cache.kube-system:8001");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->warnings.size(), 1u);
+  EXPECT_THAT(o->warnings[0], HasSubstr("--cache_upstream_token_file"));
+}
+
+TEST_F(SidecarOptionsTest, BadCacheUpstreamFlagsNameTheFlag) {
+  Set("cache_upstream", "node-cache:8001");
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(std::string(o.status().message()), HasSubstr("--cache_upstream "));
+  Set("cache_upstream", "https://node-cache:8001");
+  Set("cache_upstream_ca_file", "/nonexistent/ca.crt");
+  o = OptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(std::string(o.status().message()),
+              HasSubstr("--cache_upstream_ca_file"));
+  Set("cache_upstream_ca_file", "");
+  Set("demo", "true");
+  o = OptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(std::string(o.status().message()),
+              HasSubstr("--demo and --cache_upstream"));
+  Set("demo", "false");
+  Set("cache_upstream", "");
+  Set("cache_upstream_token_file", WriteFile("t", "x"));
+  o = OptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(std::string(o.status().message()),
+              HasSubstr("--cache_upstream_token_file needs --cache_upstream"));
+}
+
 }  // namespace
 }  // namespace server

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/random/distributions.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "informer/object/api_error.h"
 #include "informer/client/resource_client.h"
@@ -112,6 +113,25 @@ absl::Status SinkRecorder::WriteOnce(Event event, const std::string& patch,
   return absl::OkStatus();
 }
 
+void SinkRecorder::LogRejection(const Event& event,
+                                const absl::Status& status) {
+  // A server that refuses every write (a read-only Kubernetes API facade
+  // answers 405, an RBAC rule 403) would otherwise log one warning per
+  // event, forever; once per reason says the same.
+  const std::string reason =
+      absl::StrCat(HttpCode(status), " ", Reason(status), " ",
+                   absl::StatusCodeToString(status.code()));
+  if (logged_rejections_.insert(reason).second) {
+    LOG(WARNING) << "event " << event.namespace_ << "/" << event.name
+                 << " rejected, not retrying: " << status
+                 << " (further events rejected for the same reason are "
+                    "dropped without a warning until a write succeeds)";
+  } else {
+    VLOG(1) << "event " << event.namespace_ << "/" << event.name
+            << " rejected, not retrying: " << status;
+  }
+}
+
 RecordOutcome SinkRecorder::Record(const Event& event) {
   CorrelationResult result = correlator_.Correlate(event);
   if (result.skip) return RecordOutcome::kSkipped;
@@ -120,12 +140,11 @@ RecordOutcome SinkRecorder::Record(const Event& event) {
     absl::Status status = WriteOnce(result.event, result.patch, &stored);
     if (status.ok()) {
       correlator_.UpdateState(stored);
+      logged_rejections_.clear();  // a new rejection is news again
       return RecordOutcome::kWritten;
     }
     if (!IsRetryableSinkError(status)) {
-      LOG(WARNING) << "event " << result.event.namespace_ << "/"
-                   << result.event.name
-                   << " rejected, not retrying: " << status;
+      LogRejection(result.event, status);
       return RecordOutcome::kRejected;
     }
     if (tries >= retry_.max_tries) {

@@ -38,6 +38,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -125,11 +126,17 @@ class SinkRecorder {
   // POST. On success *stored is the server's event.
   absl::Status WriteOnce(Event event, const std::string& patch, Event* stored);
 
+  // Logs a final rejection: a warning the first time for its reason (HTTP
+  // code and Status reason) since the last successful write, VLOG(1) after.
+  void LogRejection(const Event& event, const absl::Status& status);
+
   EventSink* const sink_;
   Clock* const clock_;
   const SinkRetryOptions retry_;
   EventCorrelator correlator_;
   absl::BitGen bitgen_;  // Record() is single-threaded
+  // The reasons of rejections already logged (Record() is single-threaded).
+  absl::flat_hash_set<std::string> logged_rejections_;
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };

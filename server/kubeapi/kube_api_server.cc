@@ -582,6 +582,14 @@ void KubeApiServer::HandleRouted(Request& r) {
       (!s->api.namespaced && !r.path.namespace_.empty()) ||
       (s->api.namespaced && r.path.namespace_.empty() &&
        !r.path.name.empty())) {
+    if (method != "GET" && method != "HEAD" && !r.path.resource.empty()) {
+      // A write is refused as read-only whatever it addresses (Events from
+      // a sidecar that reads through this one), not 404.
+      const std::string verb = WriteVerb(method, r.path.name.empty());
+      ReplyStatus(req, nullptr, verb,
+                  ReadOnlyStatus(verb, r.path.resource, r.path.group));
+      return;
+    }
     ReplyStatus(req, nullptr, "", UnknownPathStatus());
     return;
   }
