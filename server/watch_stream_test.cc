@@ -836,6 +836,7 @@ TEST_F(WatchStreamTest, TokenOlderThanTheByteBoundedHistoryGetsReset) {
   req.set_resume_token(recent_token);
   auto recent = Open(req);
   ClientState resumed;
+  resumed.objects = state.objects;  // its view then (a is held)
   ReadEvents(recent.get(), &resumed, 1);
   EXPECT_EQ(resumed.events.front().type(), v1::EVENT_TYPE_MODIFIED);
   EXPECT_EQ(resumed.events.front().resume_token(),
