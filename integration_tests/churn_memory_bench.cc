@@ -16,8 +16,8 @@
 //      sidecar counts it;
 //   3. RSS "after sync";
 //   4. each burst: the emulator applies N updates as fast as it can
-//      (round-robin over the objects); once the sidecar's informer has
-//      seen them all, RSS and the sidecar's memory metrics.
+//      (round-robin over the objects); once the sidecar's Watch fan-out has
+//      handled them all, RSS and the sidecar's memory metrics.
 // RSS is VmRSS and RssAnon from /proc/PID/status. The breakdown comes from
 // the sidecar's metrics: watch_history_bytes (what the resumable history
 // keeps alive), watch_pending_bytes (object states the stalled stream's
@@ -26,6 +26,8 @@
 
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,7 +65,13 @@ ABSL_FLAG(std::string, scenarios,
           "(--watch_history_bytes=0), events_only (no byte bound: only "
           "--watch_history's 10000 events, as before the byte bound); "
           "STREAM one of stalled, no_stream.");
+ABSL_FLAG(int, rate, 0,
+          "Updates per second (0: as fast as the emulator applies them).");
 ABSL_FLAG(bool, quiet, true, "Hide the sidecar's and emulator's logs.");
+ABSL_FLAG(bool, probe_trim, false,
+          "After each measurement, make the sidecar call malloc_trim(0) "
+          "(through gdb, which must be installed) and measure again: the "
+          "difference is freed memory the allocator had kept.");
 
 namespace {
 
@@ -114,6 +122,7 @@ double Metric(const std::string& text, const std::string& name,
 struct Rss {
   double rss_mib = 0;
   double anon_mib = 0;
+  double peak_mib = 0;  // VmHWM: the largest VmRSS so far
 };
 
 Rss ReadRss(pid_t pid) {
@@ -125,6 +134,7 @@ Rss ReadRss(pid_t pid) {
     double* out = nullptr;
     if (absl::ConsumePrefix(&l, "VmRSS:")) out = &r.rss_mib;
     if (absl::ConsumePrefix(&l, "RssAnon:")) out = &r.anon_mib;
+    if (absl::ConsumePrefix(&l, "VmHWM:")) out = &r.peak_mib;
     if (out == nullptr) continue;
     l = absl::StripAsciiWhitespace(l);
     (void)absl::ConsumeSuffix(&l, " kB");
@@ -166,6 +176,8 @@ bool WaitForMetric(int http_port, const std::string& name,
 
 struct Sample {
   Rss rss;
+  // VmRSS after malloc_trim(0) (--probe_trim; else 0).
+  double trimmed_mib = 0;
   double history_bytes = 0;
   double history_events = 0;
   double pending_events = 0;
@@ -174,9 +186,23 @@ struct Sample {
   double coalesced = 0;
 };
 
+// Makes `pid` call malloc_trim(0), through gdb.
+void TrimThroughGdb(pid_t pid) {
+  const std::string cmd = absl::StrCat(
+      "gdb -p ", pid,
+      " -batch -ex 'call (int) malloc_trim(0)' >/dev/null 2>&1");
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "gdb failed: %s\n", cmd.c_str());
+  }
+}
+
 Sample Measure(pid_t pid, int http_port, bool metrics) {
   Sample s;
   s.rss = ReadRss(pid);
+  if (absl::GetFlag(FLAGS_probe_trim)) {
+    TrimThroughGdb(pid);
+    s.trimmed_mib = ReadRss(pid).rss_mib;
+  }
   if (!metrics) return s;
   const std::string text = HttpGet(http_port, "/metrics");
   const std::vector<std::string> cm = {"resource=\"configmaps\""};
@@ -293,18 +319,23 @@ std::vector<Row> RunScenario(const Scenario& sc, const std::string& emu_bin,
                     Measure(pid, http_port, true)});
   }
 
-  const std::vector<std::string> modified = {"resource=\"configmaps\"",
-                                             "type=\"MODIFIED\""};
-  double seen = Metric(HttpGet(http_port, "/metrics"), "informer_events_total",
-                       modified);
+  // Every update reaches the fan-out (each changes the resourceVersion):
+  // the burst is through once it handled them all, so no backlog in the
+  // informer's queue is mistaken for what stays.
+  double seen = Metric(HttpGet(http_port, "/metrics"), "watch_events_in_total");
   seen = std::max(seen, 0.0);
   int total = 0;
   for (int n : bursts) {
-    // rate x millis updates, as fast as the emulator applies them.
+    // rate x millis updates; at rate n per millisecond, as fast as the
+    // emulator applies them.
+    const int rate = absl::GetFlag(FLAGS_rate);
+    const int64_t millis =
+        rate > 0 ? std::max<int64_t>(1, int64_t{n} * 1000 / rate) : 1;
     const std::string report = HttpPost(
         (*emu)->port(),
         absl::StrCat("/_emulator/load?namespace=bench&objects=", objects,
-                     "&bytes=", bytes, "&rate=", n * 1000, "&millis=1"));
+                     "&bytes=", bytes, "&rate=", rate > 0 ? rate : n * 1000,
+                     "&millis=", millis));
     if (!absl::StrContains(report, absl::StrCat("\"updates\":", n))) {
       std::fprintf(stderr, "load: %s\n", report.c_str());
       std::exit(1);
@@ -312,9 +343,9 @@ std::vector<Row> RunScenario(const Scenario& sc, const std::string& emu_bin,
     total += n;
     seen += n;
     if (!WaitForMetric(
-            http_port, "informer_events_total", modified,
+            http_port, "watch_events_in_total", {},
             [seen](double v) { return v >= seen; }, absl::Minutes(5))) {
-      std::fprintf(stderr, "the sidecar did not see %d updates\n", total);
+      std::fprintf(stderr, "the sidecar did not handle %d updates\n", total);
       std::exit(1);
     }
     rows.push_back({sc.name, absl::StrCat("after ", total / 1000, "k"),
@@ -366,6 +397,14 @@ int Main(const char* argv0) {
     }
     bursts.push_back(n);
   }
+  // Absolute: the runfiles path may be relative to the working directory.
+  for (std::string* bin : {&*emu_bin, &*sidecar_bin}) {
+    char* real = realpath(bin->c_str(), nullptr);
+    if (real != nullptr) {
+      *bin = real;
+      free(real);
+    }
+  }
   char dir[] = "/tmp/churn_bench_XXXXXX";
   if (mkdtemp(dir) == nullptr) return 1;
 
@@ -377,16 +416,18 @@ int Main(const char* argv0) {
     for (const Scenario& sc : scenarios) {
       for (Row& row : RunScenario(sc, *emu_bin, *sidecar_bin, dir, bursts)) {
         std::fprintf(stderr,
-                     "round %d %s %s: RSS %.1f MiB (anon %.1f), history %.0f "
-                     "events %.1f MiB, queue %.0f events %.1f MiB, in flight "
-                     "%.2f MiB\n",
+                     "round %d %s %s: RSS %.1f MiB (anon %.1f, peak %.1f), "
+                     "history %.0f events %.1f MiB, queue %.0f events %.1f "
+                     "MiB, in flight %.2f MiB, after malloc_trim %.1f MiB\n",
                      r + 1, row.scenario.c_str(), row.point.c_str(),
                      row.sample.rss.rss_mib, row.sample.rss.anon_mib,
+                     row.sample.rss.peak_mib,
                      row.sample.history_events,
                      row.sample.history_bytes / (1 << 20),
                      row.sample.pending_events,
                      row.sample.pending_bytes / (1 << 20),
-                     row.sample.inflight_bytes / (1 << 20));
+                     row.sample.inflight_bytes / (1 << 20),
+                     row.sample.trimmed_mib);
         auto key = std::make_pair(row.scenario, row.point);
         if (samples.count(key) == 0) order.push_back(key);
         samples[key].push_back(row.sample);
