@@ -43,6 +43,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -418,7 +419,7 @@ int Main(const char* argv0) {
         std::fprintf(stderr,
                      "round %d %s %s: RSS %.1f MiB (anon %.1f, peak %.1f), "
                      "history %.0f events %.1f MiB, queue %.0f events %.1f "
-                     "MiB, in flight %.2f MiB, after malloc_trim %.1f MiB\n",
+                     "MiB, in flight %.2f MiB%s\n",
                      r + 1, row.scenario.c_str(), row.point.c_str(),
                      row.sample.rss.rss_mib, row.sample.rss.anon_mib,
                      row.sample.rss.peak_mib,
@@ -427,7 +428,11 @@ int Main(const char* argv0) {
                      row.sample.pending_events,
                      row.sample.pending_bytes / (1 << 20),
                      row.sample.inflight_bytes / (1 << 20),
-                     row.sample.trimmed_mib);
+                     absl::GetFlag(FLAGS_probe_trim)
+                         ? absl::StrFormat(", after malloc_trim %.1f MiB",
+                                           row.sample.trimmed_mib)
+                               .c_str()
+                         : "");
         auto key = std::make_pair(row.scenario, row.point);
         if (samples.count(key) == 0) order.push_back(key);
         samples[key].push_back(row.sample);
