@@ -254,6 +254,23 @@ struct Row {
   Sample sample;
 };
 
+// Has the emulator apply `n` updates round-robin over the objects: at
+// --rate, or as fast as it can (rate x millis updates at n per ms).
+void RunBurst(int emu_port, int objects, int bytes, int n) {
+  const int rate = absl::GetFlag(FLAGS_rate);
+  const int64_t millis =
+      rate > 0 ? std::max<int64_t>(1, int64_t{n} * 1000 / rate) : 1;
+  const std::string report = HttpPost(
+      emu_port,
+      absl::StrCat("/_emulator/load?namespace=bench&objects=", objects,
+                   "&bytes=", bytes, "&rate=", rate > 0 ? rate : n * 1000,
+                   "&millis=", millis));
+  if (!absl::StrContains(report, absl::StrCat("\"updates\":", n))) {
+    std::fprintf(stderr, "load: %s\n", report.c_str());
+    std::exit(1);
+  }
+}
+
 std::vector<Row> RunScenario(const Scenario& sc, const std::string& emu_bin,
                              const std::string& sidecar_bin,
                              const std::string& dir,
@@ -326,23 +343,11 @@ std::vector<Row> RunScenario(const Scenario& sc, const std::string& emu_bin,
   double seen = Metric(HttpGet(http_port, "/metrics"), "watch_events_in_total");
   seen = std::max(seen, 0.0);
   int total = 0;
+  const int emu_port = (*emu)->port();
   for (int n : bursts) {
-    // rate x millis updates; at rate n per millisecond, as fast as the
-    // emulator applies them.
-    const int rate = absl::GetFlag(FLAGS_rate);
-    const int64_t millis =
-        rate > 0 ? std::max<int64_t>(1, int64_t{n} * 1000 / rate) : 1;
-    const std::string report = HttpPost(
-        (*emu)->port(),
-        absl::StrCat("/_emulator/load?namespace=bench&objects=", objects,
-                     "&bytes=", bytes, "&rate=", rate > 0 ? rate : n * 1000,
-                     "&millis=", millis));
-    if (!absl::StrContains(report, absl::StrCat("\"updates\":", n))) {
-      std::fprintf(stderr, "load: %s\n", report.c_str());
-      std::exit(1);
-    }
     total += n;
     seen += n;
+    RunBurst(emu_port, objects, bytes, n);
     if (!WaitForMetric(
             http_port, "watch_events_in_total", {},
             [seen](double v) { return v >= seen; }, absl::Minutes(5))) {
@@ -365,6 +370,36 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 == 1 ? v[v.size() / 2]
                            : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+using SampleKey = std::pair<std::string, std::string>;
+
+// The medians per (scenario, point), in `order`.
+void PrintTable(const std::vector<SampleKey>& order,
+                std::map<SampleKey, std::vector<Sample>>& samples) {
+  std::printf(
+      "| scenario | point | VmRSS MiB | RssAnon MiB | history events | "
+      "history MiB | stream queue events | queue MiB (shared) | gRPC in "
+      "flight MiB |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- "
+      "|\n");
+  for (const auto& key : order) {
+    const std::vector<Sample>& s = samples[key];
+    auto med = [&s](auto field) {
+      std::vector<double> v;
+      for (const Sample& x : s) v.push_back(field(x));
+      return Median(v);
+    };
+    std::printf(
+        "| %s | %s | %.1f | %.1f | %.0f | %.1f | %.0f | %.1f | %.2f |\n",
+        key.first.c_str(), key.second.c_str(),
+        med([](const Sample& x) { return x.rss.rss_mib; }),
+        med([](const Sample& x) { return x.rss.anon_mib; }),
+        med([](const Sample& x) { return x.history_events; }),
+        med([](const Sample& x) { return x.history_bytes / (1 << 20); }),
+        med([](const Sample& x) { return x.pending_events; }),
+        med([](const Sample& x) { return x.pending_bytes / (1 << 20); }),
+        med([](const Sample& x) { return x.inflight_bytes / (1 << 20); }));
+  }
 }
 
 int Main(const char* argv0) {
@@ -439,29 +474,7 @@ int Main(const char* argv0) {
       }
     }
   }
-  std::printf(
-      "| scenario | point | VmRSS MiB | RssAnon MiB | history events | "
-      "history MiB | stream queue events | queue MiB (shared) | gRPC in "
-      "flight MiB |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- "
-      "|\n");
-  for (const auto& key : order) {
-    const std::vector<Sample>& s = samples[key];
-    auto med = [&s](auto field) {
-      std::vector<double> v;
-      for (const Sample& x : s) v.push_back(field(x));
-      return Median(v);
-    };
-    std::printf(
-        "| %s | %s | %.1f | %.1f | %.0f | %.1f | %.0f | %.1f | %.2f |\n",
-        key.first.c_str(), key.second.c_str(),
-        med([](const Sample& x) { return x.rss.rss_mib; }),
-        med([](const Sample& x) { return x.rss.anon_mib; }),
-        med([](const Sample& x) { return x.history_events; }),
-        med([](const Sample& x) { return x.history_bytes / (1 << 20); }),
-        med([](const Sample& x) { return x.pending_events; }),
-        med([](const Sample& x) { return x.pending_bytes / (1 << 20); }),
-        med([](const Sample& x) { return x.inflight_bytes / (1 << 20); }));
-  }
+  PrintTable(order, samples);
   std::printf("\n(medians of %d rounds)\n", rounds);
   return 0;
 }
