@@ -50,12 +50,25 @@ TEST_F(SidecarOptionsTest, DefaultsAreLazyModeOnLoopback) {
   EXPECT_EQ(o->print_events, SidecarOptions::PrintEvents::kAuto);
   EXPECT_EQ(o->informer.watch.max_pending_keys, 65536u);
   EXPECT_EQ(o->informer.watch.history_size, 10000u);
+  EXPECT_EQ(o->informer.watch.history_bytes, size_t{16} << 20);
   EXPECT_EQ(o->informer.watch.batch_window, absl::Milliseconds(5));
   EXPECT_EQ(o->informer.max_page_bytes, int64_t{4} << 20);
   EXPECT_EQ(o->max_message_bytes, int64_t{64} << 20);
   EXPECT_EQ(o->shutdown_grace, absl::Seconds(5));
   EXPECT_TRUE(o->tls.empty());
   EXPECT_EQ(o->api_compression, informer::client::ApiCompression::kNone);
+}
+
+TEST_F(SidecarOptionsTest, WatchHistoryBytesIsPassedOnAndZeroTurnsItOff) {
+  Set("watch_history_bytes", "1048576");
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->informer.watch.history_bytes, size_t{1} << 20);
+  EXPECT_EQ(o->informer.watch.history_size, 10000u);
+  Set("watch_history_bytes", "0");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->informer.watch.history_bytes, 0u);
 }
 
 TEST_F(SidecarOptionsTest, ApiCompressionGzipIsOptIn) {
@@ -138,6 +151,8 @@ TEST_F(SidecarOptionsTest, EveryBadValueNamesItsFlag) {
       {"lazy_idle_timeout", "0s", "--lazy_idle_timeout: must be positive"},
       {"watch_max_pending", "0", "--watch_max_pending must be at least 1"},
       {"watch_history", "-1", "--watch_history must not be negative"},
+      {"watch_history_bytes", "-1",
+       "--watch_history_bytes must not be negative"},
       {"watch_batch_window", "2s",
        "--watch_batch_window must be between 0 and 1s, not 2s"},
       {"watch_batch_window", "-1ms", "--watch_batch_window must be between"},

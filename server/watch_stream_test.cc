@@ -790,6 +790,59 @@ TEST_F(WatchStreamTest, TokenOlderThanTheHistoryGetsResetAndFreshState) {
   EXPECT_EQ(fresh.objects.size(), 6u);
 }
 
+TEST_F(WatchStreamTest, TokenOlderThanTheByteBoundedHistoryGetsReset) {
+  // Room for a few updates of an 8 KB object, far fewer than the event
+  // bound allows.
+  constexpr size_t kBound = 100 << 10;
+  Start({.history_size = 10000, .history_bytes = kBound});
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  const std::string old_token = state.events.back().resume_token();
+  const std::string pad(8000, 'x');
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(source_
+                    ->Modify("default", "a",
+                             Labels{{"app", "web"},
+                                    {"pad", absl::StrCat(pad, i)}})
+                    .ok());
+  }
+  ReadEvents(call.get(), &state, 20);
+  const std::string recent_token =
+      state.events[state.events.size() - 2].resume_token();
+  call->ctx.TryCancel();
+  Finish(call.get());
+  const std::vector<WatchMemoryStats> memory =
+      service_->watch_hub().MemoryNow();
+  ASSERT_EQ(memory.size(), 1u);
+  EXPECT_LE(memory[0].history_bytes, kBound);
+  EXPECT_GT(memory[0].history_dropped_for_bytes, 0u);
+  EXPECT_LT(memory[0].history_events, 20u);
+  EXPECT_GT(memory[0].history_events, 1u);
+
+  // Older than what the bytes let the history keep: RESET and a fresh
+  // initial state, as for a token older than the event bound.
+  v1::WatchRequest req = Pods();
+  req.set_resume_token(old_token);
+  auto again = Open(req);
+  ClientState fresh;
+  ReadInitial(again.get(), &fresh);
+  EXPECT_EQ(fresh.events.front().type(), v1::EVENT_TYPE_RESET);
+  EXPECT_EQ(fresh.objects, SourceState());
+  again->ctx.TryCancel();
+  Finish(again.get());
+
+  // Still in the history: exactly the one event after it.
+  req.set_resume_token(recent_token);
+  auto recent = Open(req);
+  ClientState resumed;
+  resumed.objects = state.objects;  // its view then (a is held)
+  ReadEvents(recent.get(), &resumed, 1);
+  EXPECT_EQ(resumed.events.front().type(), v1::EVENT_TYPE_MODIFIED);
+  EXPECT_EQ(resumed.events.front().resume_token(),
+            state.events.back().resume_token());
+}
+
 TEST_F(WatchStreamTest, TokenOfAnotherRunOrResourceOrMalformedGetsReset) {
   Start();
   auto call = Open(Pods());

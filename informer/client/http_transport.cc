@@ -31,6 +31,9 @@ void GlobalInit() {
 // libcurl's receive buffer (CURLOPT_BUFFERSIZE, its maximum). The default
 // 16 KiB means one write callback per 16 KiB: thousands of calls for a list.
 constexpr long kReceiveBufferBytes = 512 * 1024;
+// Unread body bytes at which a stream's transfer pauses (see
+// ResponseState::pause_above).
+constexpr size_t kStreamPauseAboveBytes = 1 << 20;
 
 // Bodies at least this large are grown into memory advised for transparent
 // huge pages. Why: profiles of a 62 MB list showed ~75% of the GET's CPU in
@@ -90,6 +93,15 @@ struct ResponseState {
   // Streams: callbacks record activity here (the reader thread only).
   Clock* clock = nullptr;
   absl::Time last_byte;
+  // Streams: once the body holds this many bytes not yet read, the
+  // transfer pauses (libcurl keeps the chunk and delivers it again when
+  // the reader resumes it) instead of growing the body: libcurl reads up to
+  // ~100 receive buffers per perform, so a burst of watch events would
+  // otherwise grow the body, and the reader's buffers after it, to tens of
+  // MiB that stay allocated for the watch's lifetime. TCP flow control
+  // then holds the rest at the server. 0: never pause.
+  size_t pause_above = 0;
+  bool paused = false;
   // HttpRequest::body_sink (unary requests), and its first error.
   const std::function<absl::Status(absl::string_view)>* sink = nullptr;
   absl::Status sink_status;
@@ -146,6 +158,10 @@ size_t OnWrite(char* data, size_t size, size_t n, void* user) {
     // A short count makes libcurl abort the transfer (CURLE_WRITE_ERROR).
     if (!st->sink_status.ok()) return 0;
   } else {
+    if (st->pause_above > 0 && st->body.size() >= st->pause_above) {
+      st->paused = true;
+      return CURL_WRITEFUNC_PAUSE;
+    }
     if (st->size_hint > 0 && st->body.capacity() < st->size_hint) {
       ReserveBody(&st->body, st->size_hint);
       st->size_hint = 0;
@@ -553,6 +569,7 @@ class HttpTransport::CurlStream final : public HttpStream {
     curl_easy_setopt(easy_, CURLOPT_ERRORBUFFER, errbuf_);
     st_.clock = clock_;
     st_.last_byte = clock_->Now();
+    st_.pause_above = kStreamPauseAboveBytes;
     st_.total_bytes = &t->bytes_received_;
     curl_easy_setopt(easy_, CURLOPT_HEADERFUNCTION, &OnHeader);
     curl_easy_setopt(easy_, CURLOPT_HEADERDATA, &st_);
@@ -586,6 +603,11 @@ class HttpTransport::CurlStream final : public HttpStream {
 
   // Reads the rest of the body (for error responses).
   absl::StatusOr<std::string> ReadAll() {
+    st_.pause_above = 0;  // the whole body is wanted here
+    if (st_.paused) {
+      st_.paused = false;
+      curl_easy_pause(easy_, CURLPAUSE_CONT);
+    }
     while (!done_) {
       absl::Status s = Pump();
       if (!s.ok()) return s;
@@ -601,6 +623,12 @@ class HttpTransport::CurlStream final : public HttpStream {
       if (!st_.body.empty()) {
         out->append(st_.body);
         st_.body.clear();
+        if (st_.paused) {
+          // May call OnWrite at once with the chunk it kept: that goes
+          // into the (now empty) body for the next Read.
+          st_.paused = false;
+          curl_easy_pause(easy_, CURLPAUSE_CONT);
+        }
         return absl::OkStatus();
       }
       if (done_) {

@@ -150,6 +150,43 @@ TEST(HttpTransportTest, AcceptEncodingFollowsTheCompressionOption) {
                         "/api/v1/pods gzip", "/api/v1/watch gzip"));
 }
 
+TEST(HttpTransportTest, AStreamBuffersAboutOneMebibyteWhateverTheServerSent) {
+  // 8 MiB of watch lines sent at once: the stream hands them over in
+  // pieces of about 1 MiB (pausing the transfer in between, TCP holding the
+  // rest), never all that libcurl could read in one go.
+  std::string body;
+  for (int i = 0; body.size() < (8 << 20); ++i) {
+    body += absl::StrCat("{\"n\":", i, ",\"pad\":\"", std::string(900, 'x'),
+                         "\"}\n");
+  }
+  TestServer srv;
+  srv.server().Get("/api/v1/watch", [&](const httplib::Request&,
+                                        httplib::Response& res) {
+    res.set_content(body, "text/plain");
+  });
+  srv.Start();
+  auto t = MakeTransport(Config(srv.url()));
+  HttpRequest req;
+  req.path = "/api/v1/watch";
+  auto stream = t->Stream(req, absl::Seconds(30));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::string got;
+  size_t largest = 0;
+  absl::Status s;
+  while (true) {
+    std::string piece;
+    s = (*stream)->Read(&piece);
+    if (!s.ok()) break;
+    largest = std::max(largest, piece.size());
+    got += piece;
+  }
+  EXPECT_TRUE(absl::IsOutOfRange(s)) << s;
+  EXPECT_EQ(got.size(), body.size());
+  EXPECT_TRUE(got == body);
+  // 1 MiB plus at most one receive buffer (512 KiB).
+  EXPECT_LE(largest, size_t{3} << 19);
+}
+
 TEST(HttpTransportTest, ServerPathPrefixIsPrepended) {
   TestServer srv;
   srv.server().Get("/prefix/api/v1",

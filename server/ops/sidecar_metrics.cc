@@ -268,6 +268,40 @@ void SidecarMetrics::AddWatchMetrics(std::vector<MetricDef>* defs) {
                    HubSample([](const WatchHub& h, std::vector<Sample>* o) {
                      o->push_back({{}, double(h.MaxPendingNow())});
                    })});
+  // What the histories and streams hold, per resource with a fan-out.
+  auto memory = [this](size_t WatchMemoryStats::*field) {
+    return HubSample([field](const WatchHub& h, std::vector<Sample>* o) {
+      for (const WatchMemoryStats& m : h.MemoryNow()) {
+        o->push_back({{m.resource}, double(m.*field)});
+      }
+    });
+  };
+  defs->push_back({"watch_history_events",
+                   "Events each resource's Watch history keeps for resuming "
+                   "streams (bounded by --watch_history).",
+                   false,
+                   {"resource"},
+                   memory(&WatchMemoryStats::history_events)});
+  defs->push_back({"watch_history_bytes",
+                   "Bytes of object states each resource's Watch history "
+                   "keeps alive (bounded by --watch_history_bytes).",
+                   false,
+                   {"resource"},
+                   memory(&WatchMemoryStats::history_bytes)});
+  defs->push_back({"watch_pending_bytes",
+                   "Bytes of object states the resource's Watch stream "
+                   "queues reference (mostly shared with the history and "
+                   "the cache).",
+                   false,
+                   {"resource"},
+                   memory(&WatchMemoryStats::pending_bytes)});
+  defs->push_back({"watch_inflight_bytes",
+                   "Bytes of the resource's Watch writes gRPC holds (one "
+                   "per stream at most; a stream whose client does not read "
+                   "keeps its write there).",
+                   false,
+                   {"resource"},
+                   memory(&WatchMemoryStats::inflight_bytes)});
   defs->push_back({"watch_queue_depth_peak",
                    "The largest pending queue any Watch stream has held.",
                    false,

@@ -47,6 +47,13 @@ inline constexpr char kMetricPrefix[] = "informer_sidecar_";
 //                                                queue now
 //   watch_queue_depth_peak                       gauge, largest per-stream
 //                                                queue seen
+//   watch_history_events{resource}               gauge, events kept for
+//                                                resuming streams
+//   watch_history_bytes{resource}                gauge, bytes they keep
+//                                                alive
+//   watch_pending_bytes{resource}                gauge, object bytes the
+//                                                stream queues reference
+//   watch_inflight_bytes{resource}               gauge, writes gRPC holds
 //
 // Informer and Watch metrics are read at scrape time from what Attach()
 // was given; Detach() before destroying those (scrapes then show only the

@@ -15,7 +15,8 @@ WatchFanout::WatchFanout(WatchStreamHost* host,
       entry_holder_(std::move(entry)),
       entry_(entry_holder_.get()),
       tokens_(host->run_id(), epoch),
-      epoch_(epoch) {}
+      epoch_(epoch),
+      history_(host->options().history_size, host->options().history_bytes) {}
 
 WatchFanout::~WatchFanout() {
   if (waiter_.joinable()) waiter_.join();
@@ -117,6 +118,22 @@ size_t WatchFanout::MaxPending() {
   return max;
 }
 
+WatchMemoryStats WatchFanout::Memory() {
+  absl::MutexLock lock(&mu_);
+  WatchMemoryStats m;
+  m.resource = entry_->config.resource;
+  m.history_events = history_.events();
+  m.history_bytes = history_.bytes();
+  m.history_dropped_for_bytes = history_.dropped_for_bytes();
+  for (WatchStreamReactor* s : streams_) {
+    const WatchStreamReactor::MemoryStats sm = s->Memory();
+    m.pending_events += sm.pending_events;
+    m.pending_bytes += sm.pending_bytes;
+    m.inflight_bytes += sm.inflight_bytes;
+  }
+  return m;
+}
+
 void WatchFanout::Shutdown() {
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
@@ -151,11 +168,7 @@ void WatchFanout::Dispatch(const informer::ObjectPtr& obj, bool deleted,
           seq, std::move(shared), std::move(prev), deleted, tombstone,
           tokens_.Encode(seq));
       for (WatchStreamReactor* s : streams_) s->Apply(ev);
-      const size_t history_size = host_->options().history_size;
-      if (history_size > 0) {
-        history_.push_back(std::move(ev));
-        while (history_.size() > history_size) history_.pop_front();
-      }
+      history_.Push(std::move(ev));
     }
   }
   host_->NoteEvent();
@@ -174,12 +187,6 @@ std::vector<SharedPtr> WatchFanout::HeldLocked(
   return objs;
 }
 
-bool WatchFanout::CoversLocked(uint64_t seq) const {
-  if (seq > seq_) return false;
-  if (seq == seq_) return true;
-  return !history_.empty() && history_.front()->seq() <= seq + 1;
-}
-
 void WatchFanout::AttachLocked(WatchStreamReactor* stream,
                                const std::string& rv) {
   streams_.insert(stream);
@@ -187,7 +194,7 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
   const WatchStart& start = stream->start();
   bool reset = start.reset;
   if (start.resume) {
-    if (CoversLocked(start.seq)) {
+    if (history_.Covers(start.seq, seq_)) {
       // The client holds its view at `seq` (inside an initial state: the
       // snapshot's objects up to a key, so it gets the rest first); the
       // events after it, replayed through the stream's filter, bring it to
@@ -201,9 +208,8 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
       } else {
         stream->ResumeLocked(&tokens_, start.seq);
       }
-      for (const EventPtr& ev : history_) {
-        if (ev->seq() > start.seq) stream->Apply(ev);
-      }
+      history_.ForEachAfter(start.seq,
+                            [stream](const EventPtr& ev) { stream->Apply(ev); });
       return;
     }
     VLOG(1) << "watch on " << entry_->config.resource << ": token at "
@@ -220,9 +226,9 @@ std::vector<SharedPtr> WatchFanout::SnapshotRestLocked(
   // The state at `seq`: today's, with every key an event after `seq`
   // touched rolled back to its state before the first such event.
   absl::flat_hash_map<absl::string_view, SharedPtr> rolled_back;
-  for (const EventPtr& ev : history_) {
-    if (ev->seq() > seq) rolled_back.try_emplace(ev->key(), ev->prev());
-  }
+  history_.ForEachAfter(seq, [&rolled_back](const EventPtr& ev) {
+    rolled_back.try_emplace(ev->key(), ev->prev());
+  });
   std::vector<SharedPtr> objs;
   for (const auto& [key, obj] : state_) {
     if (key > after_key && !rolled_back.contains(key) && stream.Holds(obj)) {

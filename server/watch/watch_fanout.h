@@ -19,14 +19,31 @@
 #include "server/config/informer_registry.h"
 #include "server/watch/resume_token.h"
 #include "server/watch/watch_event.h"
+#include "server/watch/watch_history.h"
 #include "server/watch/watch_stream_host.h"
 #include "server/watch/watch_stream_reactor.h"
 
 namespace server {
 
+// What one resource's Watch history and streams hold (for metrics).
+struct WatchMemoryStats {
+  std::string resource;
+  size_t history_events = 0;
+  // WatchHistory::bytes().
+  size_t history_bytes = 0;
+  // Events dropped to stay within the byte bound (not the event bound).
+  uint64_t history_dropped_for_bytes = 0;
+  // Over all the resource's streams (see WatchStreamReactor::MemoryStats;
+  // the bytes of different streams may share object states).
+  size_t pending_events = 0;
+  size_t pending_bytes = 0;
+  size_t inflight_bytes = 0;
+};
+
 // The one non-blocking event handler of an informer: keeps the state it
-// last dispatched per key and the recent history (`history_size` events,
-// each with its object's state before), and hands each event to every open
+// last dispatched per key and the recent history (at most `history_size`
+// events and `history_bytes` bytes, each event with its object's state
+// before: WatchHistory), and hands each event to every open
 // stream of the resource. Runs inline on the informer's distribution
 // thread; takes only short locks.
 //
@@ -71,6 +88,9 @@ class WatchFanout final : public informer::ResourceEventHandler,
   void KickAll();
   // The longest queue of this resource's streams right now (metrics).
   size_t MaxPending();
+  // What this resource's history and streams hold right now (metrics;
+  // walks every stream's queue).
+  WatchMemoryStats Memory();
   // Ends every stream with UNAVAILABLE; later Opens get the same.
   void Shutdown();
 
@@ -87,8 +107,6 @@ class WatchFanout final : public informer::ResourceEventHandler,
                                             uint64_t seq,
                                             absl::string_view after_key) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // True if every event after `seq` is still in the history.
-  bool CoversLocked(uint64_t seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the stream's start (a resume, or RESET? + initial state) and
   // adds it to the fan-out. Under mu_ no event can slip between the state
   // read here and the live events the stream gets afterwards.
@@ -114,8 +132,9 @@ class WatchFanout final : public informer::ResourceEventHandler,
   // The state as dispatched, per key (consistent with seq_, unlike the
   // indexer, which may be one event ahead).
   absl::flat_hash_map<std::string, SharedPtr> state_ ABSL_GUARDED_BY(mu_);
-  // The last history_size events (each with the state before it).
-  std::deque<EventPtr> history_ ABSL_GUARDED_BY(mu_);
+  // The last events (each with the state before it), bounded by count and
+  // bytes.
+  WatchHistory history_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<WatchStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
   // Streams opened before the informer synced, waiting for the sync, with
   // the informer's error count when each began waiting.

@@ -7,6 +7,11 @@
 
 namespace server {
 
+// The default byte bound of each resource's Watch history: about 3,900
+// updates of a 1.5 KB object, 970 of an 8 KB Pod (an update costs about
+// twice the object's JSON plus 1.3 KB).
+inline constexpr size_t kDefaultWatchHistoryBytes = size_t{16} << 20;
+
 // Tuning of Informer.Watch streams.
 struct WatchOptions {
   // Pending events of one stream at which they start coalescing per object
@@ -21,6 +26,10 @@ struct WatchOptions {
   // Events each resource's fan-out keeps so that reconnecting streams can
   // resume after their last token (0: no history, every resume is a RESET).
   size_t history_size = 10000;
+  // ... and at most about this many bytes of what those events keep alive
+  // (object states, see WatchHistory), whichever bound binds first; 0: no
+  // history.
+  size_t history_bytes = kDefaultWatchHistoryBytes;
   // Adaptive batching: a stream that wrote less than this long ago gathers
   // its events until the window after that write ends, so a busy stream
   // sends several events per message (gRPC's per-message cost dominates

@@ -434,6 +434,12 @@ size_t WatchHub::MaxPendingNow() const {
   return max;
 }
 
+std::vector<WatchMemoryStats> WatchHub::MemoryNow() const {
+  std::vector<WatchMemoryStats> out;
+  for (const auto& f : Fanouts()) out.push_back(f->Memory());
+  return out;
+}
+
 size_t WatchHub::peak_pending() const {
   return peak_pending_.load(std::memory_order_relaxed);
 }

@@ -22,13 +22,12 @@
 #include "informer/util/clock.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 #include "server/config/informer_registry.h"
+#include "server/watch/watch_fanout.h"
 #include "server/watch/watch_options.h"
 #include "server/watch/watch_response_builder.h"
 #include "server/watch/watch_stream_host.h"
 
 namespace server {
-
-class WatchFanout;
 
 // WatchHub serves Informer.Watch: per informer it registers ONE
 // non-blocking event handler (a WatchFanout) that fans every event out to
@@ -57,8 +56,10 @@ class WatchFanout;
 // and a per-resource sequence number; initial events and RESET also a
 // position in the snapshot's key order) naming the position right after
 // it. Each fan-out keeps the last `history_size` events, each with the
-// state its object had before. A stream resuming from sequence S replays
-// the events after S through the same filter logic as a live stream, so
+// state its object had before, within `history_bytes` bytes of what they
+// keep alive (the oldest go first when either bound is reached). A stream
+// resuming from sequence S replays the events after S through the same
+// filter logic as a live stream, so
 // enter/leave events are exact; resuming inside the initial state of
 // snapshot S first sends the rest of that snapshot (the state at S,
 // rebuilt by rolling every key touched after S back, through the request's
@@ -123,6 +124,9 @@ class WatchHub : private WatchStreamHost {
   // The longest pending queue of any open stream right now (walks the
   // streams: for scrapes, not hot paths).
   size_t MaxPendingNow() const;
+  // Per resource with a fan-out: what its history and streams hold now
+  // (walks every stream's queue: for scrapes, not hot paths).
+  std::vector<WatchMemoryStats> MemoryNow() const;
 
   // --- For tests ---
   // While paused, streams queue events but start no write.

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "server/rpc/grpc_conversions.h"
+#include "server/watch/watch_history.h"
 
 namespace server {
 
@@ -165,6 +167,29 @@ void WatchStreamReactor::Flush() {
 size_t WatchStreamReactor::pending_size() {
   absl::MutexLock lock(&mu_);
   return pending_.size();
+}
+
+WatchStreamReactor::MemoryStats WatchStreamReactor::Memory() {
+  absl::MutexLock lock(&mu_);
+  MemoryStats m;
+  m.pending_events = pending_.size();
+  absl::flat_hash_set<const SharedObject*> seen;
+  auto count = [&](const SharedPtr& state) {
+    if (state != nullptr && seen.insert(state.get()).second) {
+      m.pending_bytes += StateBytes(state);
+    }
+  };
+  for (const PendingEvent& p : pending_) {
+    if (p.ev != nullptr) {
+      count(p.ev->obj());
+      count(p.ev->prev());
+    } else {
+      count(p.obj);
+      count(p.old);
+    }
+  }
+  if (writing_) m.inflight_bytes = response_.Length();
+  return m;
 }
 
 void WatchStreamReactor::End(absl::Status status) {

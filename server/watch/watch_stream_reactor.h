@@ -129,6 +129,17 @@ class WatchStreamReactor final
   void Flush();
   // Events queued and not yet written (metrics).
   size_t pending_size();
+  // What the stream holds right now (metrics; walks the queue).
+  struct MemoryStats {
+    size_t pending_events = 0;
+    // The object states the queue references, each counted once
+    // (StateBytes); most are shared with the history or the cache.
+    size_t pending_bytes = 0;
+    // The serialized write gRPC holds for the stream (one in flight at
+    // most; a client that reads nothing keeps it there).
+    size_t inflight_bytes = 0;
+  };
+  MemoryStats Memory();
   // Ends the stream with `status` (after the write in flight, if any).
   void End(absl::Status status);
 
