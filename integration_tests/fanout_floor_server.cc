@@ -382,9 +382,13 @@ class FloorService final
   Hub* const hub_;
 };
 
+// The integer parameter `key`, `def` when absent, -1 when not an integer
+// (which every caller refuses).
 int IntParam(const httplib::Request& req, const char* key, int def) {
   int v = def;
-  if (req.has_param(key)) absl::SimpleAtoi(req.get_param_value(key), &v);
+  if (req.has_param(key) && !absl::SimpleAtoi(req.get_param_value(key), &v)) {
+    return -1;
+  }
   return v;
 }
 
@@ -418,17 +422,20 @@ int main(int argc, char** argv) {
     const int objects = IntParam(req, "objects", 1000);
     const int rate = IntParam(req, "rate", 1000);
     const int millis = IntParam(req, "millis", 10000);
-    if (objects <= 0 || rate <= 0 || millis < 0) {
+    const int bytes = IntParam(req, "bytes", 1024);
+    if (objects <= 0 || rate <= 0 || millis < 0 || bytes < 0) {
       res.status = 400;
-      res.set_content("objects and rate must be positive", "text/plain");
+      res.set_content(
+          "objects and rate must be positive integers, millis and bytes "
+          "non-negative integers",
+          "text/plain");
       return;
     }
     const std::string ns =
         req.has_param("namespace") ? req.get_param_value("namespace") : "bench";
     const absl::Time t0 = absl::Now();
     const int64_t updates =
-        hub.RunLoad(ns, objects, IntParam(req, "bytes", 1024), rate,
-                    absl::Milliseconds(millis));
+        hub.RunLoad(ns, objects, bytes, rate, absl::Milliseconds(millis));
     res.set_content(absl::StrCat("{\"updates\":", updates, ",\"seconds\":",
                                  absl::ToDoubleSeconds(absl::Now() - t0), "}"),
                     "application/json");
