@@ -414,8 +414,10 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
   RunResult r;
   const double secs = absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration));
   r.deliveries_per_s = static_cast<double>(all.size()) / secs;
-  r.delivered_pct =
-      updates > 0 ? 100.0 * all.size() / (updates * sc.streams) : 0;
+  // RATEx0 (no stream) measures the sidecar's ingest alone.
+  r.delivered_pct = updates > 0 && sc.streams > 0
+                        ? 100.0 * all.size() / (updates * sc.streams)
+                        : 0;
   r.p50 = Percentile(all, 0.5);
   r.p99 = Percentile(all, 0.99);
   r.p999 = Percentile(all, 0.999);
