@@ -1,11 +1,19 @@
 // End-to-end fan-out benchmark: latency from an API server write to
 // its receipt by gRPC Watch subscribers of the real sidecar, and the
-// sidecar's CPU; then Get and ByIndex latency and throughput over gRPC on a
-// large cache.
+// sidecar's CPU, side by side with gRPC's own floor; then Get and ByIndex
+// latency and throughput over gRPC on a large cache.
 //
 //   bazel run -c opt //integration_tests:fanout_bench --
 //       --scenarios=1000x1,1000x10,1000x100,10000x1,10000x10,2500x100
 //   (one command line)
+//
+// The floor (--backends=sidecar,floor, --repeats=N alternates them) is
+// fanout_floor_server: a bare gRPC callback server that generates the same
+// events itself and writes the same messages (each event serialized once,
+// shared by every stream; one write in flight per stream; the sidecar's
+// batching rule) to the same number of streams at the same rate. The same
+// subscribers measure both; the table gives each run's CPU per million
+// deliveries, and a summary the medians and the sidecar/floor ratio.
 //
 // Three processes share the machine: the API server emulator (the writer:
 // /_emulator/load stamps each ConfigMap with its CLOCK_MONOTONIC write time),
@@ -29,6 +37,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -67,6 +76,13 @@ ABSL_FLAG(bool, timeline, false,
           "stderr).");
 ABSL_FLAG(bool, per_stream, false,
           "Also print each stream's latency percentiles (to stderr).");
+ABSL_FLAG(std::string, backends, "sidecar,floor",
+          "Comma-separated Watch servers to measure, alternated per "
+          "repetition: sidecar (the real informer_sidecar fed by the "
+          "emulator), floor (fanout_floor_server: bare gRPC, same messages).");
+ABSL_FLAG(int, repeats, 1,
+          "Runs per scenario and backend (alternated); the summary gives "
+          "their medians.");
 ABSL_FLAG(std::string, sidecar_flags, "",
           "Extra flags for informer_sidecar, space separated.");
 ABSL_FLAG(std::string, sidecar_env, "",
@@ -129,6 +145,7 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
       if (recording_) {
         ++messages_;
         events_ += response_->events_size();
+        bytes_ += static_cast<int64_t>(response_->ByteSizeLong());
       }
       for (const v1::Event& e : response_->events()) {
         if (e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) synced_ = true;
@@ -200,6 +217,11 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
     absl::MutexLock lock(&mu_);
     return {messages_, events_};
   }
+  // Serialized bytes of the messages received while recording.
+  int64_t Bytes() {
+    absl::MutexLock lock(&mu_);
+    return bytes_;
+  }
   void Cancel() { ctx_.TryCancel(); }
   bool AwaitDone() {
     absl::MutexLock lock(&mu_);
@@ -234,6 +256,7 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
   int resets_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t messages_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t events_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::string fence_ ABSL_GUARDED_BY(mu_);
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> latencies_us_ ABSL_GUARDED_BY(mu_);
@@ -262,15 +285,41 @@ struct Scenario {
   int streams = 0;
 };
 
-void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
-               integration::SidecarProcess& sidecar, int scenario_index) {
+// What serves the Watch streams in a run: the sidecar (fed by the
+// emulator) or the floor server (which generates the events itself). Both
+// take the emulator's /_emulator/load and fence requests on `control_port`.
+struct Backend {
+  std::string name;
+  pid_t pid = 0;
+  int control_port = 0;
+  // The emulator feeding the sidecar (0: none, the floor).
+  pid_t source_pid = 0;
+  std::function<std::shared_ptr<grpc::Channel>()> new_channel;
+};
+
+// One run's figures (latencies in ms, CPU in cores).
+struct RunResult {
+  double deliveries_per_s = 0;
+  double p50 = 0, p99 = 0, p999 = 0;
+  double delivered_pct = 0;
+  double events_per_message = 0;
+  double bytes_per_event = 0;
+  double server_cpu = 0;
+  // Server CPU seconds per million deliveries.
+  double cpu_per_million = 0;
+  double subscribers_cpu = 0;
+  double source_cpu = 0;
+};
+
+RunResult RunFanout(const Scenario& sc, const Backend& backend,
+                    int scenario_index) {
   const int per_channel = 50;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::Informer::Stub>> stubs;
   std::vector<std::unique_ptr<Subscriber>> subs;
   for (int i = 0; i < sc.streams; ++i) {
     if (i % per_channel == 0) {
-      channels.push_back(sidecar.NewChannel());
+      channels.push_back(backend.new_channel());
       stubs.push_back(v1::Informer::NewStub(channels.back()));
     }
     subs.push_back(std::make_unique<Subscriber>(stubs.back().get(), "bench"));
@@ -284,12 +333,13 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
   }
   const std::string fence = absl::StrCat("fence-", scenario_index);
   for (auto& s : subs) s->SetFence(fence);
-  const double cpu0 = CpuSeconds(sidecar.pid());
+  const double cpu0 = CpuSeconds(backend.pid);
   const double self0 = CpuSeconds(getpid());
-  const double emu0 = CpuSeconds(emu.pid());
+  const double src0 =
+      backend.source_pid > 0 ? CpuSeconds(backend.source_pid) : 0;
   const absl::Time t0 = absl::Now();
   const std::string report = HttpPost(
-      emu.port(),
+      backend.control_port,
       absl::StrCat("/_emulator/load?namespace=bench&objects=",
                    absl::GetFlag(FLAGS_objects),
                    "&bytes=", absl::GetFlag(FLAGS_object_bytes),
@@ -297,7 +347,7 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
                    absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_duration))));
   // The fence: an object created after the last update; once every stream
   // has it, every stream has had every update it will get.
-  HttpPost(emu.port(), "/api/v1/namespaces/bench/configmaps",
+  HttpPost(backend.control_port, "/api/v1/namespaces/bench/configmaps",
            absl::StrCat("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\","
                         "\"metadata\":{\"name\":\"",
                         fence, "\"}}"));
@@ -309,11 +359,12 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
     }
   }
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
-  const double cpu = CpuSeconds(sidecar.pid()) - cpu0;
+  const double cpu = CpuSeconds(backend.pid) - cpu0;
   const double self_cpu = CpuSeconds(getpid()) - self0;
-  const double emu_cpu = CpuSeconds(emu.pid()) - emu0;
+  const double src_cpu =
+      backend.source_pid > 0 ? CpuSeconds(backend.source_pid) - src0 : 0;
   std::vector<int32_t> all;
-  int64_t messages = 0, events = 0;
+  int64_t messages = 0, events = 0, bytes = 0;
   const bool per_stream = absl::GetFlag(FLAGS_per_stream);
   // Per 500 ms of write time (--timeline): latencies of the events written
   // then, to tell a steady tail from one stall.
@@ -341,6 +392,7 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
     const auto [m, e] = s->Counts();
     messages += m;
     events += e;
+    bytes += s->Bytes();
   }
   if (!timeline.empty()) {
     const int32_t first = timeline.begin()->first;
@@ -359,19 +411,83 @@ void RunFanout(const Scenario& sc, integration::EmulatorProcess& emu,
           &updates);
     }
   }
-  const double delivered =
-      updates > 0 ? 100.0 * all.size() / (updates * sc.streams) : 0;
+  RunResult r;
   const double secs = absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration));
+  r.deliveries_per_s = static_cast<double>(all.size()) / secs;
+  // RATEx0 (no stream) measures the sidecar's ingest alone.
+  r.delivered_pct = updates > 0 && sc.streams > 0
+                        ? 100.0 * all.size() / (updates * sc.streams)
+                        : 0;
+  r.p50 = Percentile(all, 0.5);
+  r.p99 = Percentile(all, 0.99);
+  r.p999 = Percentile(all, 0.999);
+  r.events_per_message =
+      messages > 0 ? static_cast<double>(events) / messages : 0.0;
+  r.bytes_per_event = events > 0 ? static_cast<double>(bytes) / events : 0.0;
+  r.server_cpu = cpu / wall;
+  r.cpu_per_million = all.empty() ? 0 : cpu / (all.size() / 1e6);
+  r.subscribers_cpu = self_cpu / wall;
+  r.source_cpu = src_cpu / wall;
   std::printf(
-      "| %d/s | %d | %.0f/s | %.2f ms | %.2f ms | %.2f ms | %.1f%% | %.1f "
-      "| %.0f%% | %.0f%% | %.0f%% |\n",
-      sc.rate, sc.streams, updates * sc.streams / secs, Percentile(all, 0.5),
-      Percentile(all, 0.99), Percentile(all, 0.999), delivered,
-      messages > 0 ? static_cast<double>(events) / messages : 0.0,
-      100.0 * cpu / wall, 100.0 * self_cpu / wall, 100.0 * emu_cpu / wall);
+      "| %s | %d/s | %d | %.0f/s | %.2f ms | %.2f ms | %.2f ms | %.1f%% | %.1f "
+      "| %.0f | %.0f%% | %.3f s | %.0f%% | %s |\n",
+      backend.name.c_str(), sc.rate, sc.streams, r.deliveries_per_s, r.p50,
+      r.p99, r.p999, r.delivered_pct, r.events_per_message, r.bytes_per_event,
+      100.0 * r.server_cpu, r.cpu_per_million, 100.0 * r.subscribers_cpu,
+      backend.source_pid > 0 ? absl::StrFormat("%.0f%%", 100.0 * r.source_cpu)
+                                   .c_str()
+                             : "-");
   std::fflush(stdout);
   for (auto& s : subs) s->Cancel();
   for (auto& s : subs) s->AwaitDone();
+  return r;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Medians per scenario and backend, and the sidecar/floor CPU ratio.
+void PrintSummary(const std::vector<Scenario>& scenarios,
+                  const std::vector<std::string>& backends,
+                  const std::vector<std::vector<std::vector<RunResult>>>& runs) {
+  std::printf(
+      "\nMedians of %d run(s) per row:\n\n| write rate | streams | backend | "
+      "deliveries | p50 | p99 | events/message | server CPU | CPU per "
+      "million deliveries | subscribers' CPU | CPU ratio to the floor |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+      absl::GetFlag(FLAGS_repeats));
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    double floor_cpm = 0;
+    for (size_t b = 0; b < backends.size(); ++b) {
+      if (backends[b] != "floor") continue;
+      std::vector<double> cpm;
+      for (const RunResult& r : runs[i][b]) cpm.push_back(r.cpu_per_million);
+      floor_cpm = Median(cpm);
+    }
+    for (size_t b = 0; b < backends.size(); ++b) {
+      auto median = [&](double RunResult::*field) {
+        std::vector<double> v;
+        for (const RunResult& r : runs[i][b]) v.push_back(r.*field);
+        return Median(v);
+      };
+      const double cpm = median(&RunResult::cpu_per_million);
+      std::printf(
+          "| %d/s | %d | %s | %.0f/s | %.2f ms | %.2f ms | %.1f | %.0f%% | "
+          "%.3f s | %.0f%% | %s |\n",
+          scenarios[i].rate, scenarios[i].streams, backends[b].c_str(),
+          median(&RunResult::deliveries_per_s), median(&RunResult::p50),
+          median(&RunResult::p99), median(&RunResult::events_per_message),
+          100.0 * median(&RunResult::server_cpu), cpm,
+          100.0 * median(&RunResult::subscribers_cpu),
+          floor_cpm > 0 ? absl::StrFormat("%.2fx", cpm / floor_cpm).c_str()
+                        : "-");
+    }
+  }
+  std::fflush(stdout);
 }
 
 template <typename Call>
@@ -428,6 +544,95 @@ std::vector<std::string> SidecarEnv() {
                         absl::SkipEmpty());
 }
 
+// Starts the backends asked for, then runs every scenario --repeats times,
+// alternating the backends, and prints each run and the medians.
+int RunFanoutScenarios(const std::vector<Scenario>& scenarios,
+                       const std::string& emu_bin,
+                       const std::string& sidecar_bin,
+                       const std::string& floor_bin, const std::string& dir) {
+  std::vector<std::string> names =
+      absl::StrSplit(absl::GetFlag(FLAGS_backends), ',', absl::SkipEmpty());
+  std::unique_ptr<integration::EmulatorProcess> emu, floor;
+  std::unique_ptr<integration::SidecarProcess> sidecar;
+  std::vector<Backend> backends;
+  for (const std::string& name : names) {
+    Backend b;
+    b.name = name;
+    if (name == "sidecar") {
+      auto e = integration::EmulatorProcess::Start(
+          emu_bin, {"--history=100000"}, /*quiet=*/true);
+      if (!e.ok()) {
+        std::fprintf(stderr, "%s\n", e.status().ToString().c_str());
+        return 1;
+      }
+      emu = *std::move(e);
+      HttpPost(emu->port(),
+               absl::StrCat("/_emulator/load?namespace=bench&millis=0&objects=",
+                            absl::GetFlag(FLAGS_objects),
+                            "&bytes=", absl::GetFlag(FLAGS_object_bytes)));
+      auto kubeconfig = integration::WriteKubeconfig(dir, emu->url());
+      integration::SidecarProcess::Options options;
+      options.flags = SidecarFlags(*kubeconfig, "bench", dir);
+      options.env = SidecarEnv();
+      options.quiet = absl::GetFlag(FLAGS_quiet);
+      auto s = integration::SidecarProcess::Start(sidecar_bin,
+                                                  std::move(options));
+      if (!s.ok()) {
+        std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
+        return 1;
+      }
+      sidecar = *std::move(s);
+      b.pid = sidecar->pid();
+      b.control_port = emu->port();
+      b.source_pid = emu->pid();
+      b.new_channel = [p = sidecar.get()] { return p->NewChannel(); };
+    } else if (name == "floor") {
+      const std::string address = absl::StrCat("unix:", dir, "/floor.sock");
+      auto f = integration::EmulatorProcess::Start(
+          floor_bin, {"--grpc_listen=" + address}, absl::GetFlag(FLAGS_quiet));
+      if (!f.ok()) {
+        std::fprintf(stderr, "%s\n", f.status().ToString().c_str());
+        return 1;
+      }
+      floor = *std::move(f);
+      b.pid = floor->pid();
+      b.control_port = floor->port();
+      b.new_channel = [address] {
+        grpc::ChannelArguments args;
+        // A connection per channel, as SidecarProcess::NewChannel.
+        args.SetInt("grpc.use_local_subchannel_pool", 1);
+        return grpc::CreateCustomChannel(
+            address, grpc::InsecureChannelCredentials(), args);
+      };
+    } else {
+      std::fprintf(stderr, "unknown backend %s (sidecar, floor)\n",
+                   name.c_str());
+      return 1;
+    }
+    backends.push_back(std::move(b));
+  }
+  std::printf(
+      "| backend | write rate | streams | deliveries | p50 | p99 | p99.9 | "
+      "delivered | events/message | bytes/event | server CPU | CPU per "
+      "million deliveries | subscribers' CPU | emulator CPU |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+      "--- | --- | --- |\n");
+  // runs[scenario][backend]: one result per repetition.
+  std::vector<std::vector<std::vector<RunResult>>> runs(
+      scenarios.size(), std::vector<std::vector<RunResult>>(backends.size()));
+  int index = 0;
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    for (int rep = 0; rep < repeats; ++rep) {
+      for (size_t b = 0; b < backends.size(); ++b) {
+        runs[i][b].push_back(RunFanout(scenarios[i], backends[b], index++));
+      }
+    }
+  }
+  PrintSummary(scenarios, names, runs);
+  return 0;
+}
+
 int Main(const char* argv0) {
   absl::StatusOr<std::string> emu_bin =
       integration::FindRunfile("emulator/kube_emulator", argv0);
@@ -457,36 +662,15 @@ int Main(const char* argv0) {
   }
 
   if (!scenarios.empty()) {
-    auto emu = integration::EmulatorProcess::Start(
-        *emu_bin, {"--history=100000"}, /*quiet=*/true);
-    if (!emu.ok()) {
-      std::fprintf(stderr, "%s\n", emu.status().ToString().c_str());
+    absl::StatusOr<std::string> floor_bin =
+        integration::FindRunfile("integration_tests/fanout_floor_server", argv0);
+    if (!floor_bin.ok()) {
+      std::fprintf(stderr, "%s\n", floor_bin.status().ToString().c_str());
       return 1;
     }
-    HttpPost((*emu)->port(),
-             absl::StrCat("/_emulator/load?namespace=bench&millis=0&objects=",
-                          absl::GetFlag(FLAGS_objects),
-                          "&bytes=", absl::GetFlag(FLAGS_object_bytes)));
-    auto kubeconfig = integration::WriteKubeconfig(dir, (*emu)->url());
-    integration::SidecarProcess::Options options;
-    options.flags = SidecarFlags(*kubeconfig, "bench", dir);
-    options.env = SidecarEnv();
-    options.quiet = absl::GetFlag(FLAGS_quiet);
-    auto sidecar =
-        integration::SidecarProcess::Start(*sidecar_bin, std::move(options));
-    if (!sidecar.ok()) {
-      std::fprintf(stderr, "%s\n", sidecar.status().ToString().c_str());
-      return 1;
-    }
-    std::printf(
-        "| write rate | streams | deliveries | p50 | p99 | p99.9 | delivered "
-        "| events/message | sidecar CPU | subscribers' CPU | emulator CPU |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-        "|\n");
-    int index = 0;
-    for (const Scenario& sc : scenarios) {
-      RunFanout(sc, **emu, **sidecar, index++);
-    }
+    const int rc = RunFanoutScenarios(scenarios, *emu_bin, *sidecar_bin,
+                                      *floor_bin, dir);
+    if (rc != 0) return rc;
   }
 
   const int get_objects = absl::GetFlag(FLAGS_get_objects);

@@ -11,14 +11,26 @@ namespace v1 = ::informer::v1;
 
 absl::StatusOr<const grpc::Slice*> SharedObject::Encoded(
     v1::Encoding encoding) const {
-  const int i = encoding == v1::ENCODING_STRUCT ? 1 : 0;
+  const int i = Index(encoding);
   absl::call_once(once_[i], [this, i, encoding] {
     v1::Object msg;
     status_[i] = EncodeObject(*obj_, encoding, &msg);
     if (status_[i].ok()) slice_[i] = SerializeToSlice(msg);
+    done_[i].store(true, std::memory_order_release);
   });
   if (!status_[i].ok()) return status_[i];
   return &slice_[i];
+}
+
+bool SharedObject::Adopt(v1::Encoding encoding, grpc::Slice bytes) const {
+  const int i = Index(encoding);
+  bool adopted = false;
+  absl::call_once(once_[i], [this, i, &bytes, &adopted] {
+    slice_[i] = std::move(bytes);
+    done_[i].store(true, std::memory_order_release);
+    adopted = true;
+  });
+  return adopted;
 }
 
 namespace {
@@ -138,21 +150,63 @@ absl::StatusOr<const EncodedEvents*> FanoutEvent::Encoded(
   return &encoded_[i];
 }
 
+FanoutEvent::Kind FanoutEvent::KindOf(const SharedPtr& obj,
+                                      const SharedPtr& prev, bool deleted) {
+  if (deleted) return Kind::kDeleted;
+  if (prev == nullptr) return Kind::kAdded;
+  return SameUid(prev, obj) ? Kind::kModified : Kind::kReplaced;
+}
+
 void FanoutEvent::CountTypes(std::array<uint64_t, 8>* by_type) const {
-  if (deleted_) {
-    ++(*by_type)[v1::EVENT_TYPE_DELETED];
-  } else if (prev_ == nullptr) {
-    ++(*by_type)[v1::EVENT_TYPE_ADDED];
-  } else if (SameUid(prev_, obj_)) {
-    ++(*by_type)[v1::EVENT_TYPE_MODIFIED];
-  } else {
-    ++(*by_type)[v1::EVENT_TYPE_DELETED];
-    ++(*by_type)[v1::EVENT_TYPE_ADDED];
+  switch (kind_) {
+    case Kind::kDeleted:
+      ++(*by_type)[v1::EVENT_TYPE_DELETED];
+      break;
+    case Kind::kAdded:
+      ++(*by_type)[v1::EVENT_TYPE_ADDED];
+      break;
+    case Kind::kModified:
+      ++(*by_type)[v1::EVENT_TYPE_MODIFIED];
+      break;
+    case Kind::kReplaced:
+      ++(*by_type)[v1::EVENT_TYPE_DELETED];
+      ++(*by_type)[v1::EVENT_TYPE_ADDED];
+      break;
   }
+}
+
+bool FanoutEvent::EncodeContiguous(v1::Encoding encoding,
+                                   EncodedEvents* out) const {
+  // An object encoded already (a stream's initial state, an enter event)
+  // keeps its bytes; the event references them rather than copy them.
+  if (obj_->HasEncoded(encoding)) return false;
+  v1::Object msg;
+  if (!EncodeObject(obj_->object(), encoding, &msg).ok()) return false;
+  WatchResponseBuilder::Event e;
+  e.type = kind_ == Kind::kDeleted  ? v1::EVENT_TYPE_DELETED
+           : kind_ == Kind::kAdded ? v1::EVENT_TYPE_ADDED
+                                   : v1::EVENT_TYPE_MODIFIED;
+  e.resource_version = obj_->object().resource_version();
+  e.resume_token = token_;
+  e.tombstone = kind_ == Kind::kDeleted && tombstone_;
+  size_t begin = 0;
+  grpc::Slice whole = WatchResponseBuilder::EncodeWithObject(e, msg, &begin);
+  // If another thread encoded the object meanwhile, its bytes exist twice
+  // (here and there) for as long as both live: correct, and rare.
+  obj_->Adopt(encoding, whole.sub(begin, begin + msg.GetCachedSize()));
+  out->events = 1;
+  out->bytes = whole.size();
+  out->slices.clear();
+  out->slices.push_back(std::move(whole));
+  return true;
 }
 
 absl::Status FanoutEvent::Encode(v1::Encoding encoding, bool with_old,
                                  EncodedEvents* out) const {
+  if (kind_ != Kind::kReplaced && !with_old &&
+      EncodeContiguous(encoding, out)) {
+    return absl::OkStatus();
+  }
   WatchResponseBuilder builder;
   auto add = [&](v1::EventType type, const SharedPtr& o, const SharedPtr& old,
                  bool tombstone) -> absl::Status {

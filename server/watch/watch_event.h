@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,13 +33,26 @@ class SharedObject {
   // The serialized informer.v1.Object in `encoding`.
   absl::StatusOr<const grpc::Slice*> Encoded(
       informer::v1::Encoding encoding) const;
+  // True once Encoded(encoding) has bytes (or an error) cached.
+  bool HasEncoded(informer::v1::Encoding encoding) const {
+    return done_[Index(encoding)].load(std::memory_order_acquire);
+  }
+  // Makes `bytes` (the serialized informer.v1.Object in `encoding`, e.g. a
+  // part of an event's encoding that holds it) this object's encoding,
+  // unless it has one already; returns whether it did.
+  bool Adopt(informer::v1::Encoding encoding, grpc::Slice bytes) const;
 
  private:
+  static int Index(informer::v1::Encoding encoding) {
+    return encoding == informer::v1::ENCODING_STRUCT ? 1 : 0;
+  }
+
   const informer::ObjectPtr obj_;
   // [0] JSON, [1] Struct; each written once under its once_flag.
   mutable absl::once_flag once_[2];
   mutable grpc::Slice slice_[2];
   mutable absl::Status status_[2];
+  mutable std::atomic<bool> done_[2] = {false, false};
 };
 using SharedPtr = std::shared_ptr<const SharedObject>;
 
@@ -71,6 +85,12 @@ struct EncodedEvents {
 // are encoded once per encoding, lazily, on whichever thread first needs
 // them; a stream then only adds slice references.
 //
+// An event that reads as one event as is (ADDED, MODIFIED without
+// old_object, DELETED) is encoded into ONE slice, the object's bytes
+// serialized in place, and the object adopts that part of it as its own
+// encoding when it has none yet: each stream's message then references one
+// slice per event, and the bytes exist once.
+//
 // Immutable after construction except the encoding caches (call_once):
 // thread-safe.
 class FanoutEvent {
@@ -82,7 +102,8 @@ class FanoutEvent {
         prev_(std::move(prev)),
         deleted_(deleted),
         tombstone_(tombstone),
-        token_(std::move(token)) {}
+        token_(std::move(token)),
+        kind_(KindOf(obj_, prev_, deleted_)) {}
 
   uint64_t seq() const { return seq_; }
   const SharedPtr& obj() const { return obj_; }
@@ -92,12 +113,8 @@ class FanoutEvent {
   const std::string& token() const { return token_; }
   const std::string& key() const { return obj_->key(); }
   // Same name, another object: DELETED prev + ADDED obj.
-  bool replaced() const {
-    return !deleted_ && prev_ != nullptr && !SameUid(prev_, obj_);
-  }
-  bool modified() const {
-    return !deleted_ && prev_ != nullptr && SameUid(prev_, obj_);
-  }
+  bool replaced() const { return kind_ == Kind::kReplaced; }
+  bool modified() const { return kind_ == Kind::kModified; }
 
   // The event as is, encoded; `with_old` adds old_object to a MODIFIED.
   absl::StatusOr<const EncodedEvents*> Encoded(informer::v1::Encoding encoding,
@@ -114,8 +131,18 @@ class FanoutEvent {
   void CountTypes(std::array<uint64_t, 8>* by_type) const;
 
  private:
+  // What the event reads as, as is (decided once: streams ask per write).
+  enum class Kind { kAdded, kModified, kDeleted, kReplaced };
+  static Kind KindOf(const SharedPtr& obj, const SharedPtr& prev,
+                     bool deleted);
+
   absl::Status Encode(informer::v1::Encoding encoding, bool with_old,
                       EncodedEvents* out) const;
+  // The one-event kinds as one contiguous slice; false (nothing done) if
+  // the object already has its bytes (they are referenced instead) or
+  // cannot be encoded (Encode's general path reports the error).
+  bool EncodeContiguous(informer::v1::Encoding encoding,
+                        EncodedEvents* out) const;
 
   const uint64_t seq_;
   const SharedPtr obj_;
@@ -123,6 +150,7 @@ class FanoutEvent {
   const bool deleted_;
   const bool tombstone_;
   const std::string token_;
+  const Kind kind_;
   // [encoding: 0 JSON, 2 Struct] + [1: MODIFIED with old_object].
   mutable absl::once_flag once_[4];
   mutable EncodedEvents encoded_[4];

@@ -142,5 +142,51 @@ TEST(WatchResponseBuilderTest, EncodedSizeIsWhatAddAppends) {
   EXPECT_EQ(builder.bytes(), want.ByteSizeLong());
 }
 
+TEST(WatchResponseBuilderTest, EncodeWithObjectIsOneSliceOfTheSameBytes) {
+  v1::Object obj;
+  obj.set_json(std::string(300, 'j'));
+  const WatchResponseBuilder::Event e{.type = v1::EVENT_TYPE_DELETED,
+                                      .resource_version = "77",
+                                      .resume_token = "tok",
+                                      .tombstone = true};
+  size_t begin = 0;
+  const grpc::Slice whole =
+      WatchResponseBuilder::EncodeWithObject(e, obj, &begin);
+  v1::WatchResponse want;
+  v1::Event* w = want.add_events();
+  w->set_type(v1::EVENT_TYPE_DELETED);
+  *w->mutable_object() = obj;
+  w->set_resource_version("77");
+  w->set_resume_token("tok");
+  w->set_tombstone(true);
+  const std::string bytes(reinterpret_cast<const char*>(whole.begin()),
+                          whole.size());
+  EXPECT_EQ(bytes, want.SerializeAsString());
+  EXPECT_EQ(bytes.substr(begin, obj.ByteSizeLong()), obj.SerializeAsString());
+
+  // Shared by two responses (borrowed, then referenced by each buffer),
+  // and still intact after both builders moved on.
+  WatchResponseBuilder a, b;
+  const std::vector<grpc::Slice> parts = {whole};
+  a.AddEncoded(parts, 1);
+  b.Add({.type = v1::EVENT_TYPE_BOOKMARK, .resource_version = "76"});
+  b.AddEncoded(parts, 1);
+  grpc::ByteBuffer out_a = a.Finish();
+  grpc::ByteBuffer out_b = b.Finish();
+  for (grpc::ByteBuffer* out : {&out_a, &out_b}) {
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(out->Dump(&slices).ok());
+    std::string got;
+    for (const grpc::Slice& sl : slices) {
+      got.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+    v1::WatchResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromString(got));
+    const v1::Event& last = parsed.events(parsed.events_size() - 1);
+    EXPECT_EQ(last.object().json(), obj.json());
+    EXPECT_TRUE(last.tombstone());
+  }
+}
+
 }  // namespace
 }  // namespace server

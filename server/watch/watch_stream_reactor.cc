@@ -264,12 +264,14 @@ void WatchStreamReactor::CompactLocked() {
 bool WatchStreamReactor::DeferLocked() {
   const absl::Duration window = options_.batch_window;
   if (window <= absl::ZeroDuration()) return false;
+  // Already in the flush set: the flusher writes it soon. Checked first, as
+  // a busy stream gets here for every event it queues, and the clock and
+  // the rate estimate are not free.
+  if (deferred_) return true;
   const absl::Time now = host_->clock()->Now();
   if (now >= last_write_ + window || !host_->Batching(now)) return false;
-  if (!deferred_) {
-    deferred_ = true;
-    host_->Defer(this, last_write_ + window);
-  }
+  deferred_ = true;
+  host_->Defer(this, last_write_ + window);
   return true;
 }
 
