@@ -2,8 +2,8 @@
 // (1 KiB of data each, about 1.5 KB of JSON as served, with managedFields)
 // from the kube_emulator binary, seeded through its API (POST).
 //
-//   bazel run -c opt //integration_tests:memory_bench -- --runs=3 \
-//       [--baseline_sidecar=/path/to/other/informer_sidecar \
+//   bazel run -c opt //integration_tests:memory_bench -- --runs=3
+//       [--baseline_sidecar=/path/to/other/informer_sidecar
 //        --baseline_bench=/path/to/other/memory_bench]
 //
 // Part 1, the sidecar as users run it: for each malloc setting
