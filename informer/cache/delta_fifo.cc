@@ -276,7 +276,10 @@ absl::Status DeltaFIFO::Pop(const ProcessFn& process) {
       status.ErasePayload(kRequeuePayloadUrl);
     }
     // Everything queued before the last note has now been processed.
-    if (queue_.empty()) MarkAppliedLocked();
+    if (queue_.empty()) {
+      MarkAppliedLocked();
+      ReleaseIdleCapacityLocked();
+    }
     return status;
   }
 }
@@ -287,6 +290,17 @@ void DeltaFIFO::NoteResourceVersion(absl::string_view resource_version) {
   // Pop processes under the lock: an empty queue means every delta queued
   // so far has been processed.
   if (queue_.empty()) MarkAppliedLocked();
+}
+
+void DeltaFIFO::ReleaseIdleCapacityLocked() {
+  // Erasing never shrinks a hash table: after a list of N objects drained,
+  // items_ would keep its N-slot table (~60 bytes a slot) for the life of
+  // the informer. Live events need a few slots; the next relist regrows it.
+  // (queue_, a deque, frees its blocks as they empty.)
+  constexpr size_t kKeptCapacity = 1024;
+  if (items_.empty() && items_.capacity() > kKeptCapacity) {
+    absl::flat_hash_map<std::string, Deltas>().swap(items_);
+  }
 }
 
 void DeltaFIFO::MarkAppliedLocked() {

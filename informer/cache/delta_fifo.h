@@ -245,6 +245,9 @@ class DeltaFIFO {
   // the key if it had none.
   // Sets applied_rv_ to noted_rv_ (the queue is empty).
   void MarkAppliedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With the queue empty: frees the table a large batch (a list) left in
+  // items_.
+  void ReleaseIdleCapacityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueActionLocked(std::string key, Delta delta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddIfNotPresentLocked(std::string key, Deltas deltas)

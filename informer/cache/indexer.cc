@@ -12,13 +12,13 @@ Indexer::Indexer(const Indexers& indexers) : store_(indexers) {}
 
 void Indexer::Add(ObjectPtr obj) {
   CHECK(obj != nullptr) << "Indexer::Add of a null object";
-  const std::string key = obj->Key();
+  const absl::string_view key = obj->Key();
   store_.Add(key, std::move(obj));
 }
 
 void Indexer::Update(ObjectPtr obj) {
   CHECK(obj != nullptr) << "Indexer::Update of a null object";
-  const std::string key = obj->Key();
+  const absl::string_view key = obj->Key();
   store_.Update(key, std::move(obj));
 }
 
@@ -46,8 +46,17 @@ void Indexer::Replace(std::vector<ObjectPtr> objects,
   items.reserve(objects.size());
   for (ObjectPtr& obj : objects) {
     CHECK(obj != nullptr) << "Indexer::Replace with a null object";
-    std::string key = obj->Key();
-    items.insert_or_assign(std::move(key), std::move(obj));
+    auto it = items.find(obj->Key());
+    if (it == items.end()) {
+      // The key views the object's own Key(): no copy.
+      StoreKey key(*obj);
+      items.emplace(std::move(key), std::move(obj));
+    } else {
+      // A later object with the same key wins; the key is re-pointed at
+      // it while the earlier one is still alive.
+      ObjectPtr earlier = std::exchange(it->second, std::move(obj));
+      it->first.Bind(*it->second);
+    }
   }
   store_.Replace(std::move(items), resource_version);
 }

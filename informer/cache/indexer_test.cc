@@ -187,6 +187,11 @@ TEST(IndexerTest, ReplaceWithDuplicateKeysKeepsTheLaterObject) {
                   "");
   EXPECT_EQ(indexer.Size(), 1u);
   EXPECT_EQ(indexer.GetByKey("ns/x")->resource_version(), "2");
+  // The key shares the kept object's string, not the dropped one's.
+  EXPECT_THAT(indexer.ListKeys(), ElementsAre("ns/x"));
+  indexer.Update(Pod("ns", "x", "node-b", "web", "3"));
+  EXPECT_THAT(indexer.ListKeys(), ElementsAre("ns/x"));
+  EXPECT_EQ(indexer.GetByKey("ns/x")->resource_version(), "3");
 }
 
 TEST(IndexerTest, AddIndexersAfterPopulationIndexesExistingObjects) {

@@ -17,6 +17,18 @@ bool Contains(const IndexValues& values, absl::string_view value) {
 
 }  // namespace
 
+void StoreKey::Bind(const Object& obj) const {
+  if (obj.Key() == view_) {
+    view_ = obj.Key();
+    owned_.reset();
+  } else if (owned_ == nullptr) {
+    // view_ still refers to the previous object's key, alive until the
+    // caller releases it.
+    owned_ = std::make_unique<const std::string>(view_);
+    view_ = *owned_;
+  }
+}
+
 ThreadSafeStore::ThreadSafeStore(const Indexers& indexers) {
   absl::MutexLock lock(&mu_);
   for (const auto& [name, func] : indexers) {
@@ -94,11 +106,14 @@ void ThreadSafeStore::Update(absl::string_view key, ObjectPtr obj) {
   absl::MutexLock lock(&mu_);
   auto it = items_.find(key);
   if (it == items_.end()) {
-    it = items_.emplace(std::string(key), std::move(obj)).first;
+    // Usually the object's own key: shared, not copied (see StoreKey).
+    StoreKey stored = obj->Key() == key ? StoreKey(*obj) : StoreKey(key);
+    it = items_.emplace(std::move(stored), std::move(obj)).first;
     UpdateIndicesLocked(&*it, nullptr, it->second.get());
     return;
   }
   old = std::exchange(it->second, std::move(obj));
+  it->first.Bind(*it->second);  // `old` is alive: the key may view its text
   UpdateIndicesLocked(&*it, old.get(), it->second.get());
 }
 
@@ -130,7 +145,7 @@ std::vector<std::string> ThreadSafeStore::ListKeys() const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<std::string> out;
   out.reserve(items_.size());
-  for (const Entry& entry : items_) out.push_back(entry.first);
+  for (const Entry& entry : items_) out.emplace_back(entry.first.view());
   return out;
 }
 
@@ -146,6 +161,10 @@ void ThreadSafeStore::Replace(ItemMap items,
   // outside the lock against a snapshot of the index functions, and only swap
   // under the lock. Entry pointers survive the swap: node_hash_map nodes do
   // not move.
+  for (const Entry& entry : items) {
+    DCHECK(entry.second != nullptr) << "null object stored under a key";
+    entry.first.Bind(*entry.second);
+  }
   IndexMap fresh;
   uint64_t generation;
   {
@@ -217,7 +236,9 @@ absl::StatusOr<std::vector<std::string>> ThreadSafeStore::IndexKeys(
   auto it = (*named)->index.find(value);
   if (it == (*named)->index.end()) return out;
   out.reserve(it->second.size());
-  for (const Entry* entry : it->second) out.push_back(entry->first);
+  for (const Entry* entry : it->second) {
+    out.emplace_back(entry->first.view());
+  }
   return out;
 }
 

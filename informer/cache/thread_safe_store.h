@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -20,10 +22,62 @@
 
 namespace informer {
 
+// A key of ThreadSafeStore's map. Its text is normally the stored object's
+// own Object::Key() (the Indexer stores every object so), and then it is a
+// view of that string rather than a copy: a cache of N objects would
+// otherwise hold every key twice. A key that differs from its object's
+// Key() (any string is allowed) is a copy owned here.
+//
+// The view is re-pointed (Bind) whenever the object stored under the key
+// changes, while the previous object is still alive. Not thread-safe on its
+// own: the store's lock covers it.
+class StoreKey {
+ public:
+  // An owned copy of `key` (bound to an object by the store later).
+  // Explicit, so that lookups by string never convert to a StoreKey.
+  explicit StoreKey(absl::string_view key)
+      : owned_(std::make_unique<std::string>(key)), view_(*owned_) {}
+  explicit StoreKey(const char* key) : StoreKey(absl::string_view(key)) {}
+  explicit StoreKey(const std::string& key)
+      : StoreKey(absl::string_view(key)) {}
+  // `obj`'s own key, shared.
+  explicit StoreKey(const Object& obj) : view_(obj.Key()) {}
+
+  absl::string_view view() const { return view_; }
+  // Makes the key refer to `obj`'s Key() if it has the same text (freeing
+  // an owned copy), else to an owned copy. The object the view referred to
+  // must still be alive during the call.
+  void Bind(const Object& obj) const;
+
+ private:
+  mutable std::unique_ptr<const std::string> owned_;
+  mutable absl::string_view view_;
+};
+
+struct StoreKeyHash {
+  using is_transparent = void;
+  size_t operator()(absl::string_view key) const {
+    return absl::Hash<absl::string_view>()(key);
+  }
+  size_t operator()(const StoreKey& key) const { return (*this)(key.view()); }
+};
+
+struct StoreKeyEq {
+  using is_transparent = void;
+  static absl::string_view View(absl::string_view key) { return key; }
+  static absl::string_view View(const StoreKey& key) { return key.view(); }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return View(a) == View(b);
+  }
+};
+
 // Key -> object, the currency of ThreadSafeStore::Replace. A node map because
 // the store keeps pointers to its entries (see ThreadSafeStore); Replace
-// adopts the map as is, so build the new contents in one of these.
-using ItemMap = absl::node_hash_map<std::string, ObjectPtr>;
+// adopts the map as is (binding each key to its object), so build the new
+// contents in one of these.
+using ItemMap =
+    absl::node_hash_map<StoreKey, ObjectPtr, StoreKeyHash, StoreKeyEq>;
 
 // ThreadSafeStore is a string-keyed map of objects with any number of named
 // secondary indexes (client-go's ThreadSafeStore / threadSafeMap).
@@ -40,8 +94,9 @@ using ItemMap = absl::node_hash_map<std::string, ObjectPtr>;
 // into the store).
 //
 // Ownership: objects are shared, never copied: the store holds one ObjectPtr
-// per key and hands out further references. Each key string is stored once;
-// index buckets point at the map entries rather than copying keys.
+// per key and hands out further references. A key equal to its object's
+// Key() is not stored at all (see StoreKey); index buckets point at the map
+// entries rather than copying keys.
 //
 // Unknown index names are reported as NotFound by every index query.
 class ThreadSafeStore {

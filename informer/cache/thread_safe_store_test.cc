@@ -286,6 +286,47 @@ TEST(ThreadSafeStoreTest, ReplaceSwapsTheContentsAndRebuildsIndices) {
               ElementsAre("keep"));
 }
 
+TEST(ThreadSafeStoreTest, KeysOutliveTheObjectsTheyWereFirstStoredWith) {
+  // A key equal to its object's Key() shares that object's string; when the
+  // object is replaced and released the key must follow the new object.
+  // (Under ASan a dangling key is a use-after-free here.)
+  ThreadSafeStore store(TestIndexers());
+  store.Add("ns/a", Obj("ns", "a", "x", "1"));
+  for (int rv = 2; rv < 6; ++rv) {
+    store.Update("ns/a", Obj("ns", "a", rv % 2 ? "x" : "y", absl::StrCat(rv)));
+  }
+  EXPECT_THAT(store.ListKeys(), ElementsAre("ns/a"));
+  EXPECT_EQ(store.Get("ns/a")->resource_version(), "5");
+  EXPECT_THAT(ValuesOrDie(store.IndexKeys(kTagsIndex, "x")),
+              ElementsAre("ns/a"));
+  // Replace adopts keys given as strings and shares them from then on.
+  ItemMap items;
+  items.emplace("ns/a", Obj("ns", "a", "z", "6"));
+  store.Replace(std::move(items), "");
+  store.Update("ns/a", Obj("ns", "a", "z", "7"));
+  EXPECT_THAT(store.ListKeys(), ElementsAre("ns/a"));
+  EXPECT_THAT(ValuesOrDie(store.IndexKeys(kTagsIndex, "z")),
+              ElementsAre("ns/a"));
+}
+
+TEST(ThreadSafeStoreTest, KeysOtherThanTheObjectsOwnAreKept) {
+  // Any string may key an object (client-go's store takes any key func).
+  ThreadSafeStore store(TestIndexers());
+  store.Add("custom", Obj("ns", "a", "x", "1"));
+  store.Update("custom", Obj("ns", "b", "x", "2"));
+  // From a foreign key to the object's own and back.
+  store.Add("ns/c", Obj("ns", "z", "x", "1"));
+  store.Update("ns/c", Obj("ns", "c", "x", "2"));
+  store.Update("ns/c", Obj("ns", "d", "x", "3"));
+  EXPECT_THAT(store.ListKeys(), UnorderedElementsAre("custom", "ns/c"));
+  EXPECT_EQ(store.Get("custom")->name(), "b");
+  EXPECT_EQ(store.Get("ns/c")->name(), "d");
+  EXPECT_THAT(ValuesOrDie(store.IndexKeys(kTagsIndex, "x")),
+              UnorderedElementsAre("custom", "ns/c"));
+  store.Delete("custom");
+  EXPECT_THAT(store.ListKeys(), ElementsAre("ns/c"));
+}
+
 TEST(ThreadSafeStoreTest, ReplaceWithNothingEmptiesStoreAndIndices) {
   ThreadSafeStore store(TestIndexers());
   store.Add("ns/a", Obj("ns", "a", "x"));

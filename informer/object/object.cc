@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <new>
 #include <string_view>
 #include <utility>
 
@@ -185,6 +187,79 @@ void CollectFieldValues(simdjson::dom::element e,
 
 }  // namespace
 
+struct Object::Extras {
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::vector<std::pair<std::string, std::string>> annotations;
+  std::vector<OwnerReference> owner_references;
+};
+
+Object::~Object() = default;
+
+namespace {
+
+// What ObjectBuilder asks TrailingAllocator for, and where it learns the
+// address of the bytes allocated past the control block and header.
+struct TrailingRequest {
+  size_t extra = 0;
+  char* trailing = nullptr;
+};
+
+// A std::allocator for std::allocate_shared that allocates `extra` more
+// bytes than asked, right after the control block and the object it holds,
+// and reports where they start: one malloc chunk per object for the control
+// block, the Object and its text. Deallocation needs no state (operator
+// delete does not need the size), so the request may be gone by then.
+template <typename T>
+class TrailingAllocator {
+ public:
+  using value_type = T;
+  explicit TrailingAllocator(TrailingRequest* request) : request_(request) {}
+  template <typename U>
+  TrailingAllocator(const TrailingAllocator<U>& other)  // NOLINT
+      : request_(other.request()) {}
+
+  T* allocate(size_t n) {
+    const size_t head = n * sizeof(T);
+    char* p = static_cast<char*>(::operator new(head + request_->extra));
+    request_->trailing = p + head;
+    return reinterpret_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p); }
+  TrailingRequest* request() const { return request_; }
+
+  template <typename U>
+  bool operator==(const TrailingAllocator<U>&) const {
+    return true;
+  }
+  template <typename U>
+  bool operator!=(const TrailingAllocator<U>&) const {
+    return false;
+  }
+
+ private:
+  TrailingRequest* request_;
+};
+
+// make_shared's control block ahead of the object: a vtable pointer, the two
+// reference counts and the allocator's pointer.
+constexpr size_t kControlBlockBytes = 24;
+
+const std::vector<std::pair<std::string, std::string>>& EmptyPairs() {
+  static const auto* empty =
+      new std::vector<std::pair<std::string, std::string>>();
+  return *empty;
+}
+
+}  // namespace
+
+// An Object that std::allocate_shared can construct and destroy (Object's
+// constructor and destructor are private).
+class ObjectStorage final : public Object {
+ public:
+  ObjectStorage() = default;
+  ~ObjectStorage() = default;
+};
+
 absl::StatusOr<ObjectPtr> Object::Parse(absl::string_view json,
                                         const TransformOptions& transform) {
   const std::shared_ptr<const json_internal::DropNode> drops =
@@ -198,22 +273,38 @@ absl::StatusOr<ObjectPtr> Object::Parse(absl::string_view json,
       });
 }
 
+const std::vector<std::pair<std::string, std::string>>& Object::labels()
+    const {
+  return extras_ != nullptr ? extras_->labels : EmptyPairs();
+}
+
+const std::vector<std::pair<std::string, std::string>>& Object::annotations()
+    const {
+  return extras_ != nullptr ? extras_->annotations : EmptyPairs();
+}
+
+const std::vector<OwnerReference>& Object::owner_references() const {
+  static const auto* empty = new std::vector<OwnerReference>();
+  return extras_ != nullptr ? extras_->owner_references : *empty;
+}
+
 const std::string* Object::Label(absl::string_view key) const {
-  return FindSorted(labels_, key);
+  return FindSorted(labels(), key);
 }
 
 const std::string* Object::Annotation(absl::string_view key) const {
-  return FindSorted(annotations_, key);
+  return FindSorted(annotations(), key);
 }
 
 std::vector<std::string> Object::FieldValues(absl::string_view path) const {
   std::vector<std::string> out;
   if (path.empty()) return out;
   const std::vector<absl::string_view> parts = absl::StrSplit(path, '.');
-  json_internal::WithParsedJson(json_, [&](ParsedJson& parsed) {
-    // json_ was validated when the object was built (or synthesised by
+  const absl::string_view json = this->json();
+  json_internal::WithParsedJson(json, [&](ParsedJson& parsed) {
+    // The JSON was validated when the object was built (or synthesised by
     // ObjectBuilder); a failure here means "no values".
-    if (!parsed.Parse(json_).ok()) return 0;
+    if (!parsed.Parse(json).ok()) return 0;
     CollectFieldValues(parsed.root(), parts, 0, &out);
     return 0;
   });
@@ -221,31 +312,32 @@ std::vector<std::string> Object::FieldValues(absl::string_view path) const {
 }
 
 size_t Object::MemoryUsage() const {
-  size_t n = sizeof(Object);
-  n += StringHeap(json_) + StringHeap(api_version_) + StringHeap(kind_) +
-       StringHeap(key_) + StringHeap(uid_) + StringHeap(resource_version_) +
-       StringHeap(deletion_timestamp_);
-  n += PairsHeap(labels_) + PairsHeap(annotations_);
-  n += owner_references_.capacity() * sizeof(OwnerReference);
-  for (const OwnerReference& r : owner_references_) {
-    n += StringHeap(r.api_version) + StringHeap(r.kind) + StringHeap(r.name) +
-         StringHeap(r.uid);
+  size_t n = kControlBlockBytes + sizeof(Object);
+  n += json_size_ + uid_size_ + rv_size_ + dt_size_ + api_version_size_ +
+       kind_size_;
+  n += StringHeap(key_);
+  if (extras_ != nullptr) {
+    n += sizeof(Extras);
+    n += PairsHeap(extras_->labels) + PairsHeap(extras_->annotations);
+    n += extras_->owner_references.capacity() * sizeof(OwnerReference);
+    for (const OwnerReference& r : extras_->owner_references) {
+      n += StringHeap(r.api_version) + StringHeap(r.kind) +
+           StringHeap(r.name) + StringHeap(r.uid);
+    }
   }
   return n;
 }
 
-ObjectBuilder::ObjectBuilder() : obj_(new Object()) {}
-
 ObjectBuilder& ObjectBuilder::SetJson(std::string json) {
-  obj_->json_ = std::move(json);
+  json_ = std::move(json);
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetApiVersion(absl::string_view v) {
-  obj_->api_version_ = std::string(v);
+  api_version_ = std::string(v);
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetKind(absl::string_view v) {
-  obj_->kind_ = std::string(v);
+  kind_ = std::string(v);
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetNamespace(absl::string_view v) {
@@ -257,100 +349,129 @@ ObjectBuilder& ObjectBuilder::SetName(absl::string_view v) {
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetUid(absl::string_view v) {
-  obj_->uid_ = std::string(v);
+  uid_ = std::string(v);
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetResourceVersion(absl::string_view v) {
-  obj_->resource_version_ = std::string(v);
+  resource_version_ = std::string(v);
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetGeneration(int64_t v) {
-  obj_->generation_ = v;
+  generation_ = v;
   return *this;
 }
 ObjectBuilder& ObjectBuilder::SetDeletionTimestamp(absl::string_view v) {
-  obj_->deletion_timestamp_ = std::string(v);
+  deletion_timestamp_ = std::string(v);
   return *this;
 }
 ObjectBuilder& ObjectBuilder::AddLabel(absl::string_view k,
                                        absl::string_view v) {
-  obj_->labels_.emplace_back(std::string(k), std::string(v));
+  labels_.emplace_back(std::string(k), std::string(v));
   return *this;
 }
 ObjectBuilder& ObjectBuilder::AddAnnotation(absl::string_view k,
                                             absl::string_view v) {
-  obj_->annotations_.emplace_back(std::string(k), std::string(v));
+  annotations_.emplace_back(std::string(k), std::string(v));
   return *this;
 }
 ObjectBuilder& ObjectBuilder::AddOwnerReference(OwnerReference ref) {
-  obj_->owner_references_.push_back(std::move(ref));
+  owner_references_.push_back(std::move(ref));
   return *this;
 }
 
-ObjectPtr ObjectBuilder::Build() {
-  std::unique_ptr<Object> obj = std::move(obj_);
-  obj_.reset(new Object());
-  obj->key_ = MetaNamespaceKey(ns_, name_);
-  obj->ns_size_ = ns_.size();
-  SortUnique(&obj->labels_);
-  SortUnique(&obj->annotations_);
-  obj->labels_.shrink_to_fit();
-  obj->annotations_.shrink_to_fit();
-  obj->owner_references_.shrink_to_fit();
-  if (obj->json_.empty()) {
-    std::string& out = obj->json_;
-    out.push_back('{');
-    bool first = true;
-    if (!obj->api_version_.empty()) {
-      AppendStringMember("apiVersion", obj->api_version_, &first, &out);
-    }
-    if (!obj->kind_.empty()) {
-      AppendStringMember("kind", obj->kind_, &first, &out);
-    }
-    if (!first) out.push_back(',');
-    out.append("\"metadata\":{");
-    bool m = true;
-    AppendStringMember("name", name_, &m, &out);
-    if (!ns_.empty()) {
-      AppendStringMember("namespace", ns_, &m, &out);
-    }
-    if (!obj->uid_.empty()) AppendStringMember("uid", obj->uid_, &m, &out);
-    if (!obj->resource_version_.empty()) {
-      AppendStringMember("resourceVersion", obj->resource_version_, &m, &out);
-    }
-    if (obj->generation_ != 0) {
-      absl::StrAppend(&out, ",\"generation\":", obj->generation_);
-    }
-    if (!obj->deletion_timestamp_.empty()) {
-      AppendStringMember("deletionTimestamp", obj->deletion_timestamp_, &m,
-                         &out);
-    }
-    AppendStringMap("labels", obj->labels_, &m, &out);
-    AppendStringMap("annotations", obj->annotations_, &m, &out);
-    if (!obj->owner_references_.empty()) {
-      out.append(",\"ownerReferences\":[");
-      bool first_ref = true;
-      for (const OwnerReference& r : obj->owner_references_) {
-        if (!first_ref) out.push_back(',');
-        first_ref = false;
-        out.push_back('{');
-        bool f = true;
-        AppendStringMember("apiVersion", r.api_version, &f, &out);
-        AppendStringMember("kind", r.kind, &f, &out);
-        AppendStringMember("name", r.name, &f, &out);
-        AppendStringMember("uid", r.uid, &f, &out);
-        if (r.controller) out.append(",\"controller\":true");
-        if (r.block_owner_deletion) out.append(",\"blockOwnerDeletion\":true");
-        out.push_back('}');
-      }
-      out.push_back(']');
-    }
-    out.append("}}");
-    out.shrink_to_fit();
+std::string ObjectBuilder::SynthesizeJson() const {
+  std::string out;
+  out.push_back('{');
+  bool first = true;
+  if (!api_version_.empty()) {
+    AppendStringMember("apiVersion", api_version_, &first, &out);
   }
-  ns_.clear();
-  name_.clear();
-  return ObjectPtr(obj.release());
+  if (!kind_.empty()) AppendStringMember("kind", kind_, &first, &out);
+  if (!first) out.push_back(',');
+  out.append("\"metadata\":{");
+  bool m = true;
+  AppendStringMember("name", name_, &m, &out);
+  if (!ns_.empty()) AppendStringMember("namespace", ns_, &m, &out);
+  if (!uid_.empty()) AppendStringMember("uid", uid_, &m, &out);
+  if (!resource_version_.empty()) {
+    AppendStringMember("resourceVersion", resource_version_, &m, &out);
+  }
+  if (generation_ != 0) {
+    absl::StrAppend(&out, ",\"generation\":", generation_);
+  }
+  if (!deletion_timestamp_.empty()) {
+    AppendStringMember("deletionTimestamp", deletion_timestamp_, &m, &out);
+  }
+  AppendStringMap("labels", labels_, &m, &out);
+  AppendStringMap("annotations", annotations_, &m, &out);
+  if (!owner_references_.empty()) {
+    out.append(",\"ownerReferences\":[");
+    bool first_ref = true;
+    for (const OwnerReference& r : owner_references_) {
+      if (!first_ref) out.push_back(',');
+      first_ref = false;
+      out.push_back('{');
+      bool f = true;
+      AppendStringMember("apiVersion", r.api_version, &f, &out);
+      AppendStringMember("kind", r.kind, &f, &out);
+      AppendStringMember("name", r.name, &f, &out);
+      AppendStringMember("uid", r.uid, &f, &out);
+      if (r.controller) out.append(",\"controller\":true");
+      if (r.block_owner_deletion) out.append(",\"blockOwnerDeletion\":true");
+      out.push_back('}');
+    }
+    out.push_back(']');
+  }
+  out.append("}}");
+  return out;
+}
+
+ObjectPtr ObjectBuilder::Build() {
+  SortUnique(&labels_);
+  SortUnique(&annotations_);
+  // Duplicate keys were dropped above, so the JSON synthesised from the
+  // fields has each label once.
+  if (json_.empty()) json_ = SynthesizeJson();
+  // One allocation: control block, Object, then the JSON and the metadata
+  // strings.
+  TrailingRequest request;
+  request.extra = json_.size() + uid_.size() + resource_version_.size() +
+                  deletion_timestamp_.size() + api_version_.size() +
+                  kind_.size();
+  std::shared_ptr<ObjectStorage> storage =
+      std::allocate_shared<ObjectStorage>(
+          TrailingAllocator<ObjectStorage>(&request));
+  Object* obj = storage.get();
+  char* out = request.trailing;
+  for (const std::string* part : {&json_, &uid_, &resource_version_,
+                                  &deletion_timestamp_, &api_version_,
+                                  &kind_}) {
+    if (!part->empty()) std::memcpy(out, part->data(), part->size());
+    out += part->size();
+  }
+  obj->text_ = request.trailing;
+  obj->key_ = MetaNamespaceKey(ns_, name_);
+  obj->ns_size_ = static_cast<uint32_t>(ns_.size());
+  obj->json_size_ = static_cast<uint32_t>(json_.size());
+  obj->uid_size_ = static_cast<uint32_t>(uid_.size());
+  obj->rv_size_ = static_cast<uint32_t>(resource_version_.size());
+  obj->dt_size_ = static_cast<uint32_t>(deletion_timestamp_.size());
+  obj->api_version_size_ = static_cast<uint32_t>(api_version_.size());
+  obj->kind_size_ = static_cast<uint32_t>(kind_.size());
+  obj->generation_ = generation_;
+  if (!labels_.empty() || !annotations_.empty() ||
+      !owner_references_.empty()) {
+    auto extras = std::make_unique<Object::Extras>();
+    extras->labels = std::move(labels_);
+    extras->annotations = std::move(annotations_);
+    extras->owner_references = std::move(owner_references_);
+    extras->labels.shrink_to_fit();
+    extras->annotations.shrink_to_fit();
+    extras->owner_references.shrink_to_fit();
+    obj->extras_ = std::move(extras);
+  }
+  *this = ObjectBuilder();
+  return storage;
 }
 
 std::string MetaNamespaceKey(absl::string_view ns, absl::string_view name) {

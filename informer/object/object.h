@@ -56,10 +56,17 @@ class Object {
       absl::string_view json, const TransformOptions& transform = {});
 
   // The compact JSON text as cached (transform applied).
-  absl::string_view json() const { return json_; }
+  absl::string_view json() const { return Part(0, json_size_); }
 
-  absl::string_view api_version() const { return api_version_; }
-  absl::string_view kind() const { return kind_; }
+  absl::string_view api_version() const {
+    return Part(json_size_ + uid_size_ + rv_size_ + dt_size_,
+                api_version_size_);
+  }
+  absl::string_view kind() const {
+    return Part(json_size_ + uid_size_ + rv_size_ + dt_size_ +
+                    api_version_size_,
+                kind_size_);
+  }
   absl::string_view namespace_() const {
     return absl::string_view(key_.data(), ns_size_);
   }
@@ -67,22 +74,20 @@ class Object {
     return ns_size_ == 0 ? absl::string_view(key_)
                          : absl::string_view(key_).substr(ns_size_ + 1);
   }
-  absl::string_view uid() const { return uid_; }
-  absl::string_view resource_version() const { return resource_version_; }
+  absl::string_view uid() const { return Part(json_size_, uid_size_); }
+  absl::string_view resource_version() const {
+    return Part(json_size_ + uid_size_, rv_size_);
+  }
   int64_t generation() const { return generation_; }
   // Empty when the object is not being deleted.
-  absl::string_view deletion_timestamp() const { return deletion_timestamp_; }
+  absl::string_view deletion_timestamp() const {
+    return Part(json_size_ + uid_size_ + rv_size_, dt_size_);
+  }
 
   // Sorted by key.
-  const std::vector<std::pair<std::string, std::string>>& labels() const {
-    return labels_;
-  }
-  const std::vector<std::pair<std::string, std::string>>& annotations() const {
-    return annotations_;
-  }
-  const std::vector<OwnerReference>& owner_references() const {
-    return owner_references_;
-  }
+  const std::vector<std::pair<std::string, std::string>>& labels() const;
+  const std::vector<std::pair<std::string, std::string>>& annotations() const;
+  const std::vector<OwnerReference>& owner_references() const;
 
   // Label value lookup (binary search). nullptr when absent.
   const std::string* Label(absl::string_view key) const;
@@ -94,7 +99,8 @@ class Object {
   // ("spec.containers.image"). Missing path -> empty vector.
   std::vector<std::string> FieldValues(absl::string_view path) const;
 
-  // Approximate heap bytes held by this object (for metrics and benchmarks).
+  // Heap bytes held by this object, its shared_ptr control block included
+  // (for metrics and benchmarks; malloc's own rounding not included).
   size_t MemoryUsage() const;
 
   // The cache key: "namespace/name", or "name" for cluster-scoped objects.
@@ -102,23 +108,41 @@ class Object {
   const std::string& Key() const { return key_; }
 
  private:
-  Object() = default;
   friend class ObjectBuilder;
+  friend class ObjectStorage;
+  struct Extras;
+  Object() = default;
+  ~Object();
+  // Never copied: text_ points into the allocation of the original.
+  Object(const Object&) = delete;
+  Object& operator=(const Object&) = delete;
 
-  std::string json_;
-  std::string api_version_;
-  std::string kind_;
+  absl::string_view Part(size_t offset, size_t size) const {
+    return absl::string_view(text_ + offset, size);
+  }
+
+  // Memory layout: a cache holds one Object per cached object, so every
+  // byte here is paid per object. ObjectBuilder allocates the shared_ptr
+  // control block, this header and the text in ONE malloc chunk: text_
+  // points just past the header, at the JSON followed by the short metadata
+  // strings (uid, resourceVersion, deletionTimestamp, apiVersion, kind, in
+  // that order), whose sizes are kept below. Labels, annotations and owner
+  // references, which many objects lack, are a separate allocation only
+  // when there are any.
+  const char* text_ = "";
   // MetaNamespaceKey(namespace, name); the namespace is its first ns_size_
   // bytes, the name follows the '/' (the whole key when ns_size_ is 0).
   std::string key_;
-  size_t ns_size_ = 0;
-  std::string uid_;
-  std::string resource_version_;
-  std::string deletion_timestamp_;
+  uint32_t json_size_ = 0;
+  uint32_t ns_size_ = 0;
+  uint32_t uid_size_ = 0;
+  uint32_t rv_size_ = 0;
+  uint32_t dt_size_ = 0;
+  uint32_t api_version_size_ = 0;
+  uint32_t kind_size_ = 0;
   int64_t generation_ = 0;
-  std::vector<std::pair<std::string, std::string>> labels_;
-  std::vector<std::pair<std::string, std::string>> annotations_;
-  std::vector<OwnerReference> owner_references_;
+  // Null when the object has no labels, annotations or owner references.
+  std::unique_ptr<const Extras> extras_;
 };
 
 // Builds Objects field by field: the decoder uses it, and so do tests that
@@ -126,7 +150,7 @@ class Object {
 // the fields when no JSON was given.
 class ObjectBuilder {
  public:
-  ObjectBuilder();
+  ObjectBuilder() = default;
   ObjectBuilder& SetJson(std::string json);
   ObjectBuilder& SetApiVersion(absl::string_view v);
   ObjectBuilder& SetKind(absl::string_view v);
@@ -142,9 +166,21 @@ class ObjectBuilder {
   ObjectPtr Build();
 
  private:
-  std::unique_ptr<Object> obj_;
+  // Synthesises compact JSON from the fields.
+  std::string SynthesizeJson() const;
+
+  std::string json_;
+  std::string api_version_;
+  std::string kind_;
   std::string ns_;
   std::string name_;
+  std::string uid_;
+  std::string resource_version_;
+  std::string deletion_timestamp_;
+  int64_t generation_ = 0;
+  std::vector<std::pair<std::string, std::string>> labels_;
+  std::vector<std::pair<std::string, std::string>> annotations_;
+  std::vector<OwnerReference> owner_references_;
 };
 
 // Key function (client-go's MetaNamespaceKeyFunc) and its inverse.

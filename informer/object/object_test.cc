@@ -441,6 +441,51 @@ TEST(ObjectBuilderTest, KeepsGivenJsonAndIsReusableAfterBuild) {
   EXPECT_EQ(first->name(), "a");
 }
 
+TEST(ObjectBuilderTest, MetadataStringsShareTheJsonsAllocation) {
+  // A cache pays every allocation per object: the short metadata strings
+  // live right after the JSON text, in its buffer, and json() still ends
+  // where the JSON does.
+  const std::string json =
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c",)"
+      R"("namespace":"ns","uid":"0b5a8f3e-3c1e-4c4e-9d1f-2f6c4e0b9a11",)"
+      R"("resourceVersion":"123","deletionTimestamp":"2026-12-01T00:00:00Z"},)"
+      R"("data":{"k":"v"}})";
+  absl::StatusOr<ObjectPtr> obj = Object::Parse(json);
+  ASSERT_TRUE(obj.ok()) << obj.status();
+  const Object& o = **obj;
+  EXPECT_EQ(o.json(), json);
+  EXPECT_EQ(o.uid(), "0b5a8f3e-3c1e-4c4e-9d1f-2f6c4e0b9a11");
+  EXPECT_EQ(o.resource_version(), "123");
+  EXPECT_EQ(o.deletion_timestamp(), "2026-12-01T00:00:00Z");
+  EXPECT_EQ(o.api_version(), "v1");
+  EXPECT_EQ(o.kind(), "ConfigMap");
+  const char* end = o.json().data() + o.json().size();
+  EXPECT_EQ(o.uid().data(), end);
+  EXPECT_EQ(o.resource_version().data(), o.uid().data() + o.uid().size());
+  EXPECT_EQ(o.kind().data() + o.kind().size(),
+            end + o.uid().size() + o.resource_version().size() +
+                o.deletion_timestamp().size() + o.api_version().size() +
+                o.kind().size());
+  // One allocation for the control block, the Object and its text (the 70
+  // bytes of metadata strings above); the key "ns/c" needs no heap; no
+  // labels, annotations or owner references.
+  EXPECT_LE(o.MemoryUsage(), 32 + sizeof(Object) + json.size() + 70);
+  EXPECT_TRUE(o.labels().empty());
+  EXPECT_TRUE(o.annotations().empty());
+  EXPECT_TRUE(o.owner_references().empty());
+  EXPECT_EQ(o.Label("app"), nullptr);
+}
+
+TEST(ObjectBuilderTest, EmptyMetadataStringsAreEmptyNotNull) {
+  ObjectPtr obj = ObjectBuilder().SetName("a").Build();
+  EXPECT_EQ(obj->uid(), "");
+  EXPECT_EQ(obj->resource_version(), "");
+  EXPECT_EQ(obj->deletion_timestamp(), "");
+  EXPECT_EQ(obj->api_version(), "");
+  EXPECT_EQ(obj->kind(), "");
+  EXPECT_EQ(obj->json(), R"({"metadata":{"name":"a"}})");
+}
+
 TEST(KeyTest, MetaNamespaceKeyJoinsNamespaceAndName) {
   EXPECT_EQ(MetaNamespaceKey("ns", "n"), "ns/n");
   EXPECT_EQ(MetaNamespaceKey("", "n"), "n");

@@ -1,6 +1,7 @@
 #include "server/ops/malloc_tuning.h"
 
 #include <limits.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -28,5 +29,7 @@ void ReexecWithMallocTunables(char** argv) {
   // exec failed (no /proc?): run on with the defaults. glibc ignores the
   // variable now, so leave it set for children to see what was intended.
 }
+
+bool ReleaseFreeHeapMemory() { return malloc_trim(0) != 0; }
 
 }  // namespace server
