@@ -244,6 +244,9 @@ absl::StatusOr<std::unique_ptr<WatchStream>> Reflector::OpenWatch(
     opts.send_initial_events = true;
     opts.resource_version_match = "NotOlderThan";
   }
+  VLOG(1) << options_.name << ": watching from resourceVersion \""
+          << opts.resource_version << "\" for "
+          << absl::FormatDuration(opts.timeout);
   return lw_->Watch(opts);
 }
 

@@ -39,10 +39,12 @@ class InformerDemoTest(unittest.TestCase):
         self.assertIn("--- cache synced: 5 pods ---", out.stdout)
         self.assertIn("MODIFIED", out.stdout)
         self.assertIn("ADDED    demo/pod-5", out.stdout)
-        # VLOG(1) in the reflector only shows with --v=1.
-        self.assertIn("listed 5 objects", out.stderr)
+        # VLOG(1) in the reflector only shows with --v=1; the list's INFO
+        # line always does.
+        self.assertIn("watching from resourceVersion", out.stderr)
         quiet = run("--duration=200ms", "--tick=20ms", "--pods=5")
-        self.assertNotIn("listed 5 objects", quiet.stderr)
+        self.assertIn("listed 5 objects", quiet.stderr)
+        self.assertNotIn("watching from resourceVersion", quiet.stderr)
 
     def test_unknown_kubeconfig_is_a_clear_error(self):
         out = run("--kubeconfig=/nonexistent/kubeconfig", "--duration=1s")

@@ -569,6 +569,13 @@ void KubeApiServer::Handle(evhttp_request* req) {
   if (it != by_path_.end() && !it->second->lazy) {
     r.served = it->second;
     HandleRouted(r);
+  } else if (method != "GET" && method != "HEAD") {
+    // A write is refused as read-only whatever it addresses, served or not
+    // (Events from a sidecar that reads through this one), not 404, and
+    // never starts a lazy informer.
+    const std::string verb = WriteVerb(method, r.path.name.empty());
+    ReplyStatus(req, nullptr, verb,
+                ReadOnlyStatus(verb, r.path.resource, r.path.group));
   } else if (!options_.lazy || !RouteLazy(r)) {
     ReplyStatus(req, nullptr, "", UnknownPathStatus());
   }

@@ -425,6 +425,15 @@ TEST_F(KubeApiServerTest, WritesAre405) {
   EXPECT_NE(Get("/api/v1/namespaces/a/pods", {}, "POST")
                 .body.find(R"("message":"create is not supported)"),
             std::string::npos);
+  // Also where nothing is served: a sidecar reading through this one that
+  // records Events gets the read-only answer, not a 404.
+  SimpleResponse events = Get("/api/v1/namespaces/a/events", {}, "POST");
+  EXPECT_EQ(events.code, 405);
+  EXPECT_NE(events.body.find("read-only"), std::string::npos);
+  EXPECT_EQ(Get("/apis/apps/v1/namespaces/a/deployments/d", {}, "PATCH").code,
+            405);
+  // Reads of what is not served stay 404.
+  EXPECT_EQ(Get("/api/v1/namespaces/a/events").code, 404);
 }
 
 // Reads watch events until one whose line contains `needle`.
