@@ -308,6 +308,16 @@ class DeployTest(unittest.TestCase):
         self.assertIsNotNone(m, "the Dockerfile sets default flags in CMD")
         self.assert_flags_exist("Dockerfile CMD", yaml.safe_load(m.group(1)))
 
+    def test_dockerfile_sets_the_sidecars_malloc_tunables(self):
+        # The same value the binary would re-execute itself with, so that the
+        # image skips that re-exec and gets what the benchmarks measured.
+        with open(runfile("server/ops/malloc_tuning.h")) as f:
+            m = re.search(r'kMallocTunables\[\] =\s*"([^"]+)"', f.read())
+        self.assertIsNotNone(m, "kMallocTunables not found")
+        self.assertRegex(dockerfile(),
+                         r"(?m)^ENV GLIBC_TUNABLES=" + re.escape(m.group(1)) +
+                         "$")
+
     @staticmethod
     def owning_packages(paths):
         """{path: Debian package} for libraries, under any of their
