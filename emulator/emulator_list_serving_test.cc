@@ -80,7 +80,7 @@ TEST_F(EmulatorListServingTest, WatchCacheServesResourceVersionZeroWhole) {
   Start({});  // the API server's default: --watch-cache=true
   // resourceVersion=0: the watch cache, whatever the limit: one response,
   // no continue token, no remainingItemCount, at the current RV.
-  for (const std::string& q :
+  for (const char* q :
        {"resourceVersion=0&limit=2",
         "resourceVersion=0&limit=2&resourceVersionMatch=NotOlderThan",
         "resourceVersion=0&limit=1&labelSelector=", "resourceVersion=0"}) {
