@@ -26,6 +26,7 @@ import grpc
 
 from informer_sidecar._grpc import (DEFAULT_TARGET, Metadata, informer_pb2,
                                     informer_pb2_grpc, open_channel)
+from informer_sidecar._stream_health import StreamHealth
 from informer_sidecar.backoff import Backoff
 
 _LOG = logging.getLogger("informer_sidecar")
@@ -164,9 +165,7 @@ class RemoteInformer:
         if not resource:
             raise ValueError("resource: required")
         # Validates the delays; owned by the reader thread from start().
-        self._backoff = Backoff(initial_backoff, max_backoff, _rand)
-        self._on_error = on_error
-        self._on_recovered = on_recovered
+        backoff = Backoff(initial_backoff, max_backoff, _rand)
         self._resource = resource
         self._target = target
         self._namespace = namespace or ""
@@ -175,6 +174,10 @@ class RemoteInformer:
         self._metadata = metadata
 
         self._lock = threading.Condition()
+        self._health = StreamHealth(
+            backoff, self._lock, f"RemoteInformer({resource}): Watch failed",
+            f"RemoteInformer({resource}): Watch stream works again",
+            on_error, on_recovered)
         # Guarded by _lock.
         self._items: Dict[str, Obj] = {}
         self._index_funcs: Dict[str, IndexFunc] = {
@@ -190,8 +193,6 @@ class RemoteInformer:
         self._reconnects = 0
         self._resets = 0
         self._call = None
-        self._last_error: Optional[StreamError] = None
-        self._failures = 0
 
         # Only touched by the reader thread.
         self._relisting = False
@@ -304,13 +305,13 @@ class RemoteInformer:
         """The error of the last stream that failed, if any (kept after the
         stream recovered; see :attr:`failures`)."""
         with self._lock:
-            return self._last_error
+            return self._health.last_error
 
     @property
     def failures(self) -> int:
         """Consecutive failed streams: 0 while the stream works."""
         with self._lock:
-            return self._failures
+            return self._health.failures
 
     # ----- queries on the mirror -----
 
@@ -420,18 +421,18 @@ class RemoteInformer:
                 self._call = None
             if self._stop.is_set():
                 break
-            delay = self._backoff.next_delay()
-            self._report(error, delay)
+            delay = self._health.failed(
+                error, f", resuming after token {self.resume_token!r}")
             # stop() interrupts the wait.
             self._stop.wait(delay)
 
     def _read(self, call) -> StreamError:
         """Applies the stream's events until it ends; returns why it ended
-        (failures and retry_in are filled in by _report)."""
+        (failures and retry_in are filled in by StreamHealth.failed)."""
         try:
             for response in call:
-                if self._backoff.failures:
-                    self._recovered()
+                if self._health.failing:
+                    self._health.recovered()
                 for event in response.events:
                     self._apply(event)
             return StreamError(grpc.StatusCode.OK,
@@ -443,40 +444,6 @@ class RemoteInformer:
             call.cancel()
             return StreamError(grpc.StatusCode.INTERNAL, f"bad event: {e}",
                                0, 0, e)
-
-    def _recovered(self) -> None:
-        failures = self._backoff.failures
-        self._backoff.reset()
-        with self._lock:
-            self._failures = 0
-        _LOG.warning("RemoteInformer(%s): Watch stream works again after %d "
-                     "failed attempt(s)", self._resource, failures)
-        if self._on_recovered is not None:
-            self._safe(self._on_recovered, failures)
-
-    def _report(self, error: StreamError, delay: float) -> None:
-        """Logs the failure and tells on_error (the back-off bounds how
-        often)."""
-        error.failures = self._backoff.failures
-        error.retry_in = delay
-        with self._lock:
-            previous = self._last_error
-            self._last_error = error
-            self._failures = error.failures
-            self._lock.notify_all()
-        # WARNING when an outage starts or its cause changes; the repeats of
-        # the same failure at INFO (on_error still sees every one).
-        repeat = (error.failures > 1 and previous is not None and
-                  (previous.code, previous.details) == (error.code,
-                                                        error.details))
-        _LOG.log(
-            logging.INFO if repeat else logging.WARNING,
-            "RemoteInformer(%s): Watch failed: %s: %s (%d in a row; "
-            "retrying in %.2fs, resuming after token %r)", self._resource,
-            error.code.name, error.details, error.failures, delay,
-            self.resume_token)
-        if self._on_error is not None:
-            self._safe(self._on_error, error)
 
     def _apply(self, event) -> None:
         """Applies one Watch event to the mirror and calls the handlers."""

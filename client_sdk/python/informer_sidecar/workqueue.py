@@ -22,6 +22,7 @@ from google.protobuf import duration_pb2
 
 from informer_sidecar._grpc import (DEFAULT_TARGET, Metadata, open_channel,
                                     workqueue_pb2, workqueue_pb2_grpc)
+from informer_sidecar._stream_health import StreamHealth
 from informer_sidecar.backoff import Backoff
 from informer_sidecar.informer import (ErrorHandler, RecoveredHandler,
                                        StreamError)
@@ -223,12 +224,14 @@ class Worker:
         self._credit = credit
         self._user_channel = channel
         self._name = name
-        self._backoff = Backoff(initial_backoff, max_backoff)
+        backoff = Backoff(initial_backoff, max_backoff)
         self._metadata = metadata
-        self._on_error = on_error
-        self._on_recovered = on_recovered
 
         self._lock = threading.Condition()
+        self._health = StreamHealth(
+            backoff, self._lock, f"Worker({queue}): lease stream failed",
+            f"Worker({queue}): lease stream works again", on_error,
+            on_recovered)
         # Guarded by _lock.
         self._generation = 0  # of the current stream
         self._busy = 0  # fn calls running
@@ -238,8 +241,6 @@ class Worker:
         self._processed = 0
         self._failed = 0
         self._rejected = 0
-        self._failures = 0  # consecutive failed attempts
-        self._last_error: Optional[StreamError] = None
 
         self._stop = threading.Event()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -301,13 +302,13 @@ class Worker:
         """Consecutive failed attempts of the Lease stream (0 while it
         works)."""
         with self._lock:
-            return self._failures
+            return self._health.failures
 
     @property
     def last_error(self) -> Optional[StreamError]:
         """Why the Lease stream last failed, or None if it never did."""
         with self._lock:
-            return self._last_error
+            return self._health.last_error
 
     def wait_for(self, predicate: Callable[["Worker"], bool],
                  timeout: Optional[float] = None) -> bool:
@@ -359,58 +360,20 @@ class Worker:
                 self._outbox = None
             if self._stop.is_set():
                 break
-            delay = self._backoff.next_delay()
-            self._report(error, delay)
-            self._stop.wait(delay)
+            self._stop.wait(self._health.failed(error))
 
     def _read(self, call, generation: int) -> StreamError:
         """Handles the stream's responses until it ends; returns why it ended
-        (failures and retry_in are filled in by _report)."""
+        (failures and retry_in are filled in by StreamHealth.failed)."""
         try:
             for response in call:
-                if self._backoff.failures:
-                    self._recovered()
+                if self._health.failing:
+                    self._health.recovered()
                 self._on_response(response, generation)
             return StreamError(grpc.StatusCode.OK,
                                "the sidecar ended the stream", 0, 0)
         except grpc.RpcError as e:
             return StreamError(e.code(), e.details() or "", 0, 0, e)
-
-    def _recovered(self) -> None:
-        failures = self._backoff.failures
-        self._backoff.reset()
-        with self._lock:
-            self._failures = 0
-            self._lock.notify_all()
-        _LOG.warning("Worker(%s): lease stream works again after %d failed "
-                     "attempt(s)", self._queue, failures)
-        if self._on_recovered is not None:
-            self._safe(self._on_recovered, failures)
-
-    def _report(self, error: StreamError, delay: float) -> None:
-        error.failures = self._backoff.failures
-        error.retry_in = delay
-        with self._lock:
-            previous = self._last_error
-            self._last_error = error
-            self._failures = error.failures
-            self._lock.notify_all()
-        repeat = (error.failures > 1 and previous is not None and
-                  (previous.code, previous.details) == (error.code,
-                                                        error.details))
-        _LOG.log(
-            logging.INFO if repeat else logging.WARNING,
-            "Worker(%s): lease stream failed: %s: %s (%d in a row; retrying "
-            "in %.2fs)", self._queue, error.code.name, error.details,
-            error.failures, delay)
-        if self._on_error is not None:
-            self._safe(self._on_error, error)
-
-    def _safe(self, fn, arg) -> None:
-        try:
-            fn(arg)
-        except Exception:  # pylint: disable=broad-except
-            _LOG.exception("Worker(%s): callback %r raised", self._queue, fn)
 
     def _on_response(self, response, generation: int) -> None:
         with self._lock:
