@@ -79,8 +79,8 @@ TEST(SelectorDifferentialTest, BothParsersAcceptAndMatchAlike) {
   int accepted = 0;
   for (const std::string& text : Selectors()) {
     SCOPED_TRACE(absl::StrCat("selector \"", text, "\""));
-    absl::StatusOr<server::LabelSelector> ours =
-        server::LabelSelector::Parse(text);
+    absl::StatusOr<informer::LabelSelector> ours =
+        informer::LabelSelector::Parse(text);
     absl::StatusOr<emulator::LabelSelector> theirs =
         emulator::LabelSelector::Parse(text);
     EXPECT_EQ(ours.ok(), theirs.ok())

@@ -368,8 +368,8 @@ absl::Status InformerService::DoList(const v1::ListRequest& request,
 absl::StatusOr<std::shared_ptr<InformerService::Snapshot>>
 InformerService::TakeSnapshot(const v1::ListRequest& request,
                               InformerEntry* entry) {
-  absl::StatusOr<LabelSelector> selector =
-      LabelSelector::Parse(request.label_selector());
+  absl::StatusOr<informer::LabelSelector> selector =
+      informer::LabelSelector::Parse(request.label_selector());
   if (!selector.ok()) return selector.status();
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->resource = request.resource();

@@ -208,6 +208,39 @@ TEST_F(WatchStreamTest, InitialStateThenMarkerInOneMessage) {
   EXPECT_EQ(state.objects, SourceState());
 }
 
+TEST_F(WatchStreamTest, NoPerObjectWorkUntilAStreamOpens) {
+  Start();
+  // Synced, and nobody watches: the fan-out has handled nothing.
+  EXPECT_EQ(service_->watch_hub().events(), 0u);
+  std::vector<WatchMemoryStats> memory = service_->watch_hub().MemoryNow();
+  ASSERT_EQ(memory.size(), 1u);
+  EXPECT_EQ(memory[0].history_events, 0u);
+
+  // The first stream gets the whole cache; the catch-up is not history.
+  auto call = Open(Pods());
+  ClientState state;
+  ReadInitial(call.get(), &state);
+  EXPECT_EQ(state.objects, SourceState());
+  EXPECT_EQ(service_->watch_hub().MemoryNow()[0].history_events, 0u);
+  const std::string done_token = state.events.back().resume_token();
+  ClientState again = state;
+
+  // Live events after it are, and a stream resumes from its token.
+  ASSERT_TRUE(source_->Modify("default", "a", Labels{{"app", "api"}}).ok());
+  ReadEvents(call.get(), &state, 1);
+  EXPECT_EQ(state.events.back().type(), v1::EVENT_TYPE_MODIFIED);
+  EXPECT_EQ(service_->watch_hub().MemoryNow()[0].history_events, 1u);
+  call->ctx.TryCancel();
+  Finish(call.get());
+
+  v1::WatchRequest req = Pods();
+  req.set_resume_token(done_token);
+  auto resumed = Open(req);
+  ReadEvents(resumed.get(), &again, 1);
+  EXPECT_EQ(again.events.back().type(), v1::EVENT_TYPE_MODIFIED);
+  EXPECT_EQ(again.objects, SourceState());
+}
+
 TEST_F(WatchStreamTest, NamespaceFilterLimitsInitialState) {
   Start();
   v1::WatchRequest req = Pods();

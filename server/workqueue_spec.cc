@@ -131,8 +131,8 @@ absl::StatusOr<QueueSpec> Normalize(const v1::CreateQueueRequest& in) {
   if (in.resource().empty()) {
     return absl::InvalidArgumentError("resource is required");
   }
-  absl::StatusOr<LabelSelector> selector =
-      LabelSelector::Parse(in.label_selector());
+  absl::StatusOr<informer::LabelSelector> selector =
+      informer::LabelSelector::Parse(in.label_selector());
   if (!selector.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("label_selector: ", selector.status().message()));

@@ -35,7 +35,7 @@ inline constexpr absl::Duration kMaxDelay = absl::Hours(24);
 // normalized form compared for idempotency.
 struct QueueSpec {
   informer::v1::CreateQueueRequest request;
-  LabelSelector selector;
+  informer::LabelSelector selector;
   uint32_t event_mask = 0;  // bit (1 << QueueEvent)
   absl::Duration resync_period = absl::ZeroDuration();
   absl::Duration base_delay;

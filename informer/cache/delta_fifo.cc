@@ -174,6 +174,8 @@ absl::Status DeltaFIFO::Replace(const std::vector<ObjectPtr>& list,
     for (const ObjectPtr& obj : list) {
       QueueActionLocked(obj->Key(), Delta{action, obj});
     }
+    // The cache is about to receive all of them (the pops add each).
+    if (known_objects_ != nullptr) known_objects_->Reserve(list.size());
     if (!populated_) {
       populated_ = true;
       initial_population_count_ = items_.size();

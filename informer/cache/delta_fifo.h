@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -46,7 +47,11 @@ struct Delta {
 };
 
 // The changes queued for one key, oldest first. Never empty inside the FIFO.
-using Deltas = std::vector<Delta>;
+// Usually one (a list's item, or an event popped before the next arrives):
+// kept inline in the FIFO's table, so queuing an object allocates nothing
+// per key, and a drained list leaves no per-object holes in the heap among
+// the objects it cached.
+using Deltas = absl::InlinedVector<Delta, 1>;
 
 // The key of a delta's object ("namespace/name" or "name"); for a tombstone
 // this is the key it was recorded under, which is the object's key too.

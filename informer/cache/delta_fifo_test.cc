@@ -75,9 +75,18 @@ class FakeKnownObjects : public KeyListerGetter {
     auto it = objects_.find(std::string(key));
     return it == objects_.end() ? nullptr : it->second;
   }
+  void Reserve(size_t n) override {
+    absl::MutexLock lock(&mu_);
+    reserved_.push_back(n);
+  }
+  std::vector<size_t> reserved() const {
+    absl::MutexLock lock(&mu_);
+    return reserved_;
+  }
 
  private:
   mutable absl::Mutex mu_;
+  std::vector<size_t> reserved_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, ObjectPtr> objects_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -146,6 +155,19 @@ TEST(DeltaFIFOTest, KeyIsQueuedOnceWithAllItsDeltasOldestFirst) {
   ASSERT_TRUE(by_obj.has_value());
   EXPECT_EQ(by_obj->size(), 3u);
   EXPECT_FALSE(fifo.GetByKey("ns/missing").has_value());
+}
+
+TEST(DeltaFIFOTest, AnInitialListTellsTheCacheHowManyKeysAreComing) {
+  FakeKnownObjects known;
+  DeltaFIFO fifo(WithKnown(&known));
+  ASSERT_TRUE(fifo.Replace({Obj("a", "1"), Obj("b", "1"), Obj("c", "1")}, "1")
+                  .ok());
+  EXPECT_THAT(known.reserved(), ElementsAre(3u));
+  // A relist onto a cache that holds objects is no such hint.
+  while (!fifo.HasSynced()) ASSERT_TRUE(PopOne(fifo).status.ok());
+  known.Set(Obj("a", "1"));
+  ASSERT_TRUE(fifo.Replace({Obj("a", "2")}, "2").ok());
+  EXPECT_THAT(known.reserved(), ElementsAre(3u));
 }
 
 TEST(DeltaFIFOTest, NullObjectsAreRejected) {

@@ -30,6 +30,8 @@ std::vector<ObjectPtr> Indexer::List() const { return store_.List(); }
 
 std::vector<std::string> Indexer::ListKeys() const { return store_.ListKeys(); }
 
+void Indexer::Reserve(size_t n) { store_.Reserve(n); }
+
 ObjectPtr Indexer::Get(const Object& obj) const {
   return store_.Get(obj.Key());
 }

@@ -49,6 +49,7 @@ class Indexer final : public KeyListerGetter {
 
   std::vector<ObjectPtr> List() const;
   std::vector<std::string> ListKeys() const override;
+  void Reserve(size_t n) override;
   // The stored object with `obj`'s key; null when absent.
   ObjectPtr Get(const Object& obj) const;
   ObjectPtr GetByKey(absl::string_view key) const override;

@@ -233,14 +233,16 @@ absl::Status SharedIndexInformer::HandleDeltas(const Deltas& deltas,
   absl::MutexLock lock(&handle_mu_);
   for (const Delta& d : deltas) {
     if (d.object == nullptr) continue;
+    const std::string& key = d.object->Key();
     Notification n;
-    n.key = d.object->Key();
+    // Only handlers read it (an initial list often has none yet).
+    if (!registrations_.empty()) n.key = key;
     switch (d.type) {
       case DeltaType::kSync:
       case DeltaType::kReplaced:
       case DeltaType::kAdded:
       case DeltaType::kUpdated: {
-        ObjectPtr old = indexer_.GetByKey(n.key);
+        ObjectPtr old = indexer_.GetByKey(key);
         if (old != nullptr) {
           // A relist that found the object unchanged is a sync, not news.
           const bool is_sync =
@@ -262,7 +264,7 @@ absl::Status SharedIndexInformer::HandleDeltas(const Deltas& deltas,
         break;
       }
       case DeltaType::kDeleted:
-        indexer_.DeleteByKey(n.key);
+        indexer_.DeleteByKey(key);
         n.type = Notification::Type::kDelete;
         n.obj = d.object;
         n.final_state_unknown = d.final_state_unknown;

@@ -1,6 +1,7 @@
 #ifndef INFORMER_CACHE_STORE_H_
 #define INFORMER_CACHE_STORE_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ class KeyListerGetter {
   virtual std::vector<std::string> ListKeys() const = 0;
   // Null when absent.
   virtual ObjectPtr GetByKey(absl::string_view key) const = 0;
+  // A hint: about `n` keys are coming (an initial list was queued), so the
+  // cache may size its tables once instead of growing them key by key.
+  virtual void Reserve(size_t /*n*/) {}
 };
 
 }  // namespace informer

@@ -18,14 +18,16 @@ bool Contains(const IndexValues& values, absl::string_view value) {
 }  // namespace
 
 void StoreKey::Bind(const Object& obj) const {
-  if (obj.Key() == view_) {
-    view_ = obj.Key();
-    owned_.reset();
-  } else if (owned_ == nullptr) {
-    // view_ still refers to the previous object's key, alive until the
+  if (obj.Key() == view()) {
+    const uintptr_t old = bits_;
+    bits_ = SharedBits(&obj.Key());
+    if ((old & 1) != 0) {
+      delete reinterpret_cast<const std::string*>(old & ~uintptr_t{1});
+    }
+  } else if (!owned()) {
+    // The view still refers to the previous object's key, alive until the
     // caller releases it.
-    owned_ = std::make_unique<const std::string>(view_);
-    view_ = *owned_;
+    bits_ = OwnedBits(new std::string(view()));
   }
 }
 
@@ -147,6 +149,11 @@ std::vector<std::string> ThreadSafeStore::ListKeys() const {
   out.reserve(items_.size());
   for (const Entry& entry : items_) out.emplace_back(entry.first.view());
   return out;
+}
+
+void ThreadSafeStore::Reserve(size_t n) {
+  absl::MutexLock lock(&mu_);
+  items_.reserve(n);
 }
 
 size_t ThreadSafeStore::Size() const {

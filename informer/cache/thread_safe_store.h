@@ -31,27 +31,61 @@ namespace informer {
 // The view is re-pointed (Bind) whenever the object stored under the key
 // changes, while the previous object is still alive. Not thread-safe on its
 // own: the store's lock covers it.
+//
+// One word: a pointer to the string (the object's key, or the owned copy),
+// its lowest bit set when the copy is owned. Move-only.
 class StoreKey {
  public:
   // An owned copy of `key` (bound to an object by the store later).
   // Explicit, so that lookups by string never convert to a StoreKey.
   explicit StoreKey(absl::string_view key)
-      : owned_(std::make_unique<std::string>(key)), view_(*owned_) {}
+      : bits_(OwnedBits(new std::string(key))) {}
   explicit StoreKey(const char* key) : StoreKey(absl::string_view(key)) {}
   explicit StoreKey(const std::string& key)
       : StoreKey(absl::string_view(key)) {}
   // `obj`'s own key, shared.
-  explicit StoreKey(const Object& obj) : view_(obj.Key()) {}
+  explicit StoreKey(const Object& obj) : bits_(SharedBits(&obj.Key())) {}
 
-  absl::string_view view() const { return view_; }
+  StoreKey(StoreKey&& other) noexcept : bits_(other.bits_) {
+    other.bits_ = 0;
+  }
+  StoreKey& operator=(StoreKey&& other) noexcept {
+    if (this != &other) {
+      Release();
+      bits_ = other.bits_;
+      other.bits_ = 0;
+    }
+    return *this;
+  }
+  StoreKey(const StoreKey&) = delete;
+  StoreKey& operator=(const StoreKey&) = delete;
+  ~StoreKey() { Release(); }
+
+  absl::string_view view() const {
+    return bits_ == 0 ? absl::string_view() : absl::string_view(*str());
+  }
   // Makes the key refer to `obj`'s Key() if it has the same text (freeing
   // an owned copy), else to an owned copy. The object the view referred to
   // must still be alive during the call.
   void Bind(const Object& obj) const;
 
  private:
-  mutable std::unique_ptr<const std::string> owned_;
-  mutable absl::string_view view_;
+  static uintptr_t SharedBits(const std::string* s) {
+    return reinterpret_cast<uintptr_t>(s);
+  }
+  static uintptr_t OwnedBits(const std::string* s) {
+    return reinterpret_cast<uintptr_t>(s) | 1;
+  }
+  const std::string* str() const {
+    return reinterpret_cast<const std::string*>(bits_ & ~uintptr_t{1});
+  }
+  bool owned() const { return (bits_ & 1) != 0; }
+  void Release() const {
+    if (owned()) delete str();
+    bits_ = 0;
+  }
+
+  mutable uintptr_t bits_;
 };
 
 struct StoreKeyHash {
@@ -120,6 +154,9 @@ class ThreadSafeStore {
   std::vector<ObjectPtr> List() const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<std::string> ListKeys() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t Size() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Sizes the key map for `n` keys in all (growing it once rather than
+  // doubling it through every size on the way; never shrinks it).
+  void Reserve(size_t n) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Atomically swaps in `items` as the whole contents and rebuilds every
   // index from scratch. `resource_version` is accepted for parity with

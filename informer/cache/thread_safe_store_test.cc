@@ -327,6 +327,31 @@ TEST(ThreadSafeStoreTest, KeysOtherThanTheObjectsOwnAreKept) {
   EXPECT_THAT(store.ListKeys(), ElementsAre("ns/c"));
 }
 
+TEST(StoreKeyTest, OneWordThatOwnsOnlyItsCopies) {
+  // Paid once per cached object (in the store's map node).
+  static_assert(sizeof(StoreKey) == sizeof(void*));
+  ObjectPtr a = Obj("ns", "a", "x", "1");
+  StoreKey shared(*a);
+  EXPECT_EQ(shared.view(), "ns/a");
+  EXPECT_EQ(shared.view().data(), a->Key().data());
+  StoreKey owned("ns/a");
+  EXPECT_NE(owned.view().data(), a->Key().data());
+  // Binding to an object with the same key frees the copy and shares.
+  owned.Bind(*a);
+  EXPECT_EQ(owned.view().data(), a->Key().data());
+  // Binding to another key makes an owned copy of the current text.
+  ObjectPtr b = Obj("ns", "b", "x", "1");
+  shared.Bind(*b);
+  a.reset();
+  EXPECT_EQ(shared.view(), "ns/a");
+  // Moves carry ownership (under ASan a double free or leak shows here).
+  StoreKey moved(std::move(shared));
+  EXPECT_EQ(moved.view(), "ns/a");
+  EXPECT_EQ(shared.view(), "");  // NOLINT(bugprone-use-after-move)
+  moved = StoreKey("other");
+  EXPECT_EQ(moved.view(), "other");
+}
+
 TEST(ThreadSafeStoreTest, ReplaceWithNothingEmptiesStoreAndIndices) {
   ThreadSafeStore store(TestIndexers());
   store.Add("ns/a", Obj("ns", "a", "x"));

@@ -9,7 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
-namespace server {
+namespace informer {
 namespace {
 
 constexpr size_t kMaxNameLength = 63;
@@ -300,4 +300,4 @@ bool LabelSelector::Matches(const informer::Object& obj) const {
   return true;
 }
 
-}  // namespace server
+}  // namespace informer

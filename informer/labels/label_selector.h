@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "informer/object/object.h"
 
-namespace server {
+namespace informer {
 
 // LabelSelector is a parsed Kubernetes label selector (apimachinery's
 // labels.Parse), e.g. "app=web,tier in (front,back),!canary,env".
@@ -66,6 +66,6 @@ class LabelSelector {
   std::vector<Requirement> requirements_;
 };
 
-}  // namespace server
+}  // namespace informer
 
 #endif  // INFORMER_LABELS_LABEL_SELECTOR_H_

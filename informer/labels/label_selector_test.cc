@@ -9,7 +9,7 @@
 
 #include "informer/object/object.h"
 
-namespace server {
+namespace informer {
 namespace {
 
 using ::testing::HasSubstr;
@@ -155,4 +155,4 @@ TEST(LabelSelectorTest, ParseErrorsSayWhatIsWrong) {
 }
 
 }  // namespace
-}  // namespace server
+}  // namespace informer

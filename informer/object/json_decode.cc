@@ -268,6 +268,13 @@ absl::Status ReadMetadata(simdjson::dom::object meta, absl::string_view where,
                        "string");
     }
     if (key == "name" && v.empty()) *has_name = false;
+    if (v.size() > Object::kMaxFieldBytes && key != "name" &&
+        key != "namespace") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "metadata.", ToAbsl(key), " is ", v.size(),
+                       " bytes long; at most ", Object::kMaxFieldBytes,
+                       " are supported"));
+    }
     (b->*set)(ToAbsl(v));
   }
   return absl::OkStatus();
@@ -354,6 +361,12 @@ absl::StatusOr<ObjectPtr> BuildObject(element value, absl::string_view compact,
       std::string_view v;
       if (kv.value.get_string().get(v)) {
         return WrongType(where, ToAbsl(key), kv.value, "string");
+      }
+      if (v.size() > Object::kMaxFieldBytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ToAbsl(key), " is ", v.size(),
+                         " bytes long; at most ", Object::kMaxFieldBytes,
+                         " are supported"));
       }
       if (key == "kind") {
         b.SetKind(ToAbsl(v));

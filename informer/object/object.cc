@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -204,28 +206,38 @@ struct TrailingRequest {
   char* trailing = nullptr;
 };
 
-// A std::allocator for std::allocate_shared that allocates `extra` more
-// bytes than asked, right after the control block and the object it holds,
-// and reports where they start: one malloc chunk per object for the control
-// block, the Object and its text. Deallocation needs no state (operator
-// delete does not need the size), so the request may be gone by then.
+// The request of the allocate_shared call running on this thread. Not an
+// allocator member: a stateful allocator is stored in every control block,
+// 8 bytes per cached object.
+thread_local TrailingRequest* current_request = nullptr;
+
+// A std::allocator for std::allocate_shared that allocates the current
+// request's `extra` bytes more than asked, right after the control block
+// and the object it holds, and reports where they start: one malloc chunk
+// per object for the control block, the Object and its text. Stateless
+// (the request is thread-local, set around the one allocation), so the
+// control block holds no copy of it; deallocation needs no state either
+// (operator delete does not need the size).
 template <typename T>
 class TrailingAllocator {
  public:
   using value_type = T;
-  explicit TrailingAllocator(TrailingRequest* request) : request_(request) {}
+  TrailingAllocator() = default;
   template <typename U>
-  TrailingAllocator(const TrailingAllocator<U>& other)  // NOLINT
-      : request_(other.request()) {}
+  TrailingAllocator(const TrailingAllocator<U>&) {}  // NOLINT
 
   T* allocate(size_t n) {
     const size_t head = n * sizeof(T);
-    char* p = static_cast<char*>(::operator new(head + request_->extra));
-    request_->trailing = p + head;
+    TrailingRequest* request = current_request;
+    const size_t extra = request != nullptr ? request->extra : 0;
+    char* p = static_cast<char*>(::operator new(head + extra));
+    if (request != nullptr) {
+      request->trailing = p + head;
+      current_request = nullptr;  // one allocation per request
+    }
     return reinterpret_cast<T*>(p);
   }
   void deallocate(T* p, size_t) { ::operator delete(p); }
-  TrailingRequest* request() const { return request_; }
 
   template <typename U>
   bool operator==(const TrailingAllocator<U>&) const {
@@ -235,14 +247,16 @@ class TrailingAllocator {
   bool operator!=(const TrailingAllocator<U>&) const {
     return false;
   }
-
- private:
-  TrailingRequest* request_;
 };
 
-// make_shared's control block ahead of the object: a vtable pointer, the two
-// reference counts and the allocator's pointer.
-constexpr size_t kControlBlockBytes = 24;
+[[noreturn]] void Fatal(const char* message) {
+  std::fprintf(stderr, "%s\n", message);
+  std::abort();
+}
+
+// make_shared's control block ahead of the object: a vtable pointer and the
+// two reference counts (the allocator is empty).
+constexpr size_t kControlBlockBytes = 16;
 
 const std::vector<std::pair<std::string, std::string>>& EmptyPairs() {
   static const auto* empty =
@@ -311,10 +325,22 @@ std::vector<std::string> Object::FieldValues(absl::string_view path) const {
   return out;
 }
 
+int64_t Object::generation() const {
+  int64_t g = 0;
+  // Digits the decoder read as an int64 (or the builder printed).
+  return absl::SimpleAtoi(Field(kGeneration), &g) ? g : 0;
+}
+
+size_t Object::TextSize() const {
+  size_t end = json_size_;
+  for (int f = 0; f < kFieldCount; ++f) {
+    end = std::max<size_t>(end, FieldStart(f) + field_size_[f]);
+  }
+  return end;
+}
+
 size_t Object::MemoryUsage() const {
-  size_t n = kControlBlockBytes + sizeof(Object);
-  n += json_size_ + uid_size_ + rv_size_ + dt_size_ + api_version_size_ +
-       kind_size_;
+  size_t n = kControlBlockBytes + sizeof(Object) + TextSize();
   n += StringHeap(key_);
   if (extras_ != nullptr) {
     n += sizeof(Extras);
@@ -433,32 +459,62 @@ ObjectPtr ObjectBuilder::Build() {
   // fields has each label once.
   if (json_.empty()) json_ = SynthesizeJson();
   // One allocation: control block, Object, then the JSON and the metadata
-  // strings.
-  TrailingRequest request;
-  request.extra = json_.size() + uid_.size() + resource_version_.size() +
-                  deletion_timestamp_.size() + api_version_.size() +
-                  kind_.size();
-  std::shared_ptr<ObjectStorage> storage =
-      std::allocate_shared<ObjectStorage>(
-          TrailingAllocator<ObjectStorage>(&request));
-  Object* obj = storage.get();
-  char* out = request.trailing;
-  for (const std::string* part : {&json_, &uid_, &resource_version_,
-                                  &deletion_timestamp_, &api_version_,
-                                  &kind_}) {
-    if (!part->empty()) std::memcpy(out, part->data(), part->size());
-    out += part->size();
+  // strings the JSON does not hold verbatim (any occurrence of the same
+  // bytes will do: "v1" or "ConfigMap" are found near the start, the uid
+  // and resourceVersion in metadata).
+  const std::string generation =
+      generation_ != 0 ? absl::StrCat(generation_) : std::string();
+  const std::string* fields[Object::kFieldCount] = {};
+  fields[Object::kUid] = &uid_;
+  fields[Object::kResourceVersion] = &resource_version_;
+  fields[Object::kDeletionTimestamp] = &deletion_timestamp_;
+  fields[Object::kApiVersion] = &api_version_;
+  fields[Object::kKind] = &kind_;
+  fields[Object::kGeneration] = &generation;
+  // Found within the JSON's first 32 KiB: an offset from its start.
+  const absl::string_view searched =
+      absl::string_view(json_).substr(0, Object::kAppended);
+  uint16_t offsets[Object::kFieldCount] = {};
+  size_t appended = 0;
+  for (int f = 0; f < Object::kFieldCount; ++f) {
+    const std::string& v = *fields[f];
+    if (v.size() > Object::kMaxFieldBytes) {
+      // The decoder refuses such objects; only a caller of the builder
+      // could get here.
+      Fatal("ObjectBuilder: a metadata string longer than 4096 bytes");
+    }
+    const size_t at = v.empty() ? 0 : searched.find(v);
+    if (at != absl::string_view::npos && at + v.size() <= searched.size()) {
+      offsets[f] = static_cast<uint16_t>(at);
+    } else {
+      offsets[f] = static_cast<uint16_t>(Object::kAppended | appended);
+      appended += v.size();
+    }
   }
-  obj->text_ = request.trailing;
+  TrailingRequest request;
+  request.extra = json_.size() + appended;
+  current_request = &request;
+  std::shared_ptr<ObjectStorage> storage =
+      std::allocate_shared<ObjectStorage>(TrailingAllocator<ObjectStorage>());
+  Object* obj = storage.get();
+  // The text() the Object computes must be where the allocator put it
+  // (true of libstdc++'s in-place control block, whose object comes last).
+  if (request.trailing != obj->text()) {
+    Fatal("ObjectBuilder: allocate_shared laid out its block unexpectedly");
+  }
+  char* out = request.trailing;
+  if (!json_.empty()) std::memcpy(out, json_.data(), json_.size());
+  obj->json_size_ = static_cast<uint32_t>(json_.size());
+  for (int f = 0; f < Object::kFieldCount; ++f) {
+    const std::string& v = *fields[f];
+    obj->field_offset_[f] = offsets[f];
+    obj->field_size_[f] = static_cast<uint16_t>(v.size());
+    if ((offsets[f] & Object::kAppended) != 0 && !v.empty()) {
+      std::memcpy(out + obj->FieldStart(f), v.data(), v.size());
+    }
+  }
   obj->key_ = MetaNamespaceKey(ns_, name_);
   obj->ns_size_ = static_cast<uint32_t>(ns_.size());
-  obj->json_size_ = static_cast<uint32_t>(json_.size());
-  obj->uid_size_ = static_cast<uint32_t>(uid_.size());
-  obj->rv_size_ = static_cast<uint32_t>(resource_version_.size());
-  obj->dt_size_ = static_cast<uint32_t>(deletion_timestamp_.size());
-  obj->api_version_size_ = static_cast<uint32_t>(api_version_.size());
-  obj->kind_size_ = static_cast<uint32_t>(kind_.size());
-  obj->generation_ = generation_;
   if (!labels_.empty() || !annotations_.empty() ||
       !owner_references_.empty()) {
     auto extras = std::make_unique<Object::Extras>();

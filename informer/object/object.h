@@ -58,15 +58,8 @@ class Object {
   // The compact JSON text as cached (transform applied).
   absl::string_view json() const { return Part(0, json_size_); }
 
-  absl::string_view api_version() const {
-    return Part(json_size_ + uid_size_ + rv_size_ + dt_size_,
-                api_version_size_);
-  }
-  absl::string_view kind() const {
-    return Part(json_size_ + uid_size_ + rv_size_ + dt_size_ +
-                    api_version_size_,
-                kind_size_);
-  }
+  absl::string_view api_version() const { return Field(kApiVersion); }
+  absl::string_view kind() const { return Field(kKind); }
   absl::string_view namespace_() const {
     return absl::string_view(key_.data(), ns_size_);
   }
@@ -74,14 +67,16 @@ class Object {
     return ns_size_ == 0 ? absl::string_view(key_)
                          : absl::string_view(key_).substr(ns_size_ + 1);
   }
-  absl::string_view uid() const { return Part(json_size_, uid_size_); }
+  absl::string_view uid() const { return Field(kUid); }
   absl::string_view resource_version() const {
-    return Part(json_size_ + uid_size_, rv_size_);
+    return Field(kResourceVersion);
   }
-  int64_t generation() const { return generation_; }
+  // metadata.generation; 0 when absent. Kept as its digits (few objects
+  // have one, and nothing reads it per event).
+  int64_t generation() const;
   // Empty when the object is not being deleted.
   absl::string_view deletion_timestamp() const {
-    return Part(json_size_ + uid_size_ + rv_size_, dt_size_);
+    return Field(kDeletionTimestamp);
   }
 
   // Sorted by key.
@@ -99,6 +94,10 @@ class Object {
   // ("spec.containers.image"). Missing path -> empty vector.
   std::vector<std::string> FieldValues(absl::string_view path) const;
 
+  // The longest uid, resourceVersion, deletionTimestamp, apiVersion or kind
+  // an Object holds (real ones are tens of bytes).
+  static constexpr size_t kMaxFieldBytes = 4096;
+
   // Heap bytes held by this object, its shared_ptr control block included
   // (for metrics and benchmarks; malloc's own rounding not included).
   size_t MemoryUsage() const;
@@ -113,34 +112,62 @@ class Object {
   struct Extras;
   Object() = default;
   ~Object();
-  // Never copied: text_ points into the allocation of the original.
+  // Never copied: its text lives in the allocation right past it.
   Object(const Object&) = delete;
   Object& operator=(const Object&) = delete;
 
-  absl::string_view Part(size_t offset, size_t size) const {
-    return absl::string_view(text_ + offset, size);
+  // The short metadata strings, each a slice of the object's text.
+  enum FieldIndex {
+    kUid,
+    kResourceVersion,
+    kDeletionTimestamp,
+    kApiVersion,
+    kKind,
+    kGeneration,  // its decimal digits
+    kFieldCount
+  };
+  // An offset with this bit set counts from the end of the JSON (a string
+  // appended after it); without it, from the JSON's start (a string found
+  // in the JSON's first 32 KiB).
+  static constexpr uint16_t kAppended = 0x8000;
+
+  // The JSON, followed by the metadata strings the JSON does not contain
+  // verbatim: ObjectBuilder allocates them right past this header.
+  const char* text() const {
+    return reinterpret_cast<const char*>(this) + sizeof(Object);
   }
+  absl::string_view Part(size_t offset, size_t size) const {
+    return absl::string_view(text() + offset, size);
+  }
+  size_t FieldStart(int f) const {
+    const uint16_t off = field_offset_[f];
+    return (off & kAppended) != 0 ? json_size_ + (off & ~kAppended) : off;
+  }
+  absl::string_view Field(FieldIndex f) const {
+    return Part(FieldStart(f), field_size_[f]);
+  }
+  // The bytes of text past the header (JSON and appended strings).
+  size_t TextSize() const;
 
   // Memory layout: a cache holds one Object per cached object, so every
   // byte here is paid per object. ObjectBuilder allocates the shared_ptr
-  // control block, this header and the text in ONE malloc chunk: text_
-  // points just past the header, at the JSON followed by the short metadata
-  // strings (uid, resourceVersion, deletionTimestamp, apiVersion, kind, in
-  // that order), whose sizes are kept below. Labels, annotations and owner
-  // references, which many objects lack, are a separate allocation only
-  // when there are any.
-  const char* text_ = "";
+  // control block, this header and the text in ONE malloc chunk, the text
+  // right past the header (so no pointer to it is kept). The metadata
+  // strings are offsets and sizes into the text: into the JSON itself
+  // wherever it holds the same bytes (uid, resourceVersion, apiVersion
+  // and kind usually do), else into copies appended after the JSON.
+  // Labels, annotations and owner references, which many objects lack, are
+  // a separate allocation only when there are any.
+  //
   // MetaNamespaceKey(namespace, name); the namespace is its first ns_size_
   // bytes, the name follows the '/' (the whole key when ns_size_ is 0).
   std::string key_;
   uint32_t json_size_ = 0;
   uint32_t ns_size_ = 0;
-  uint32_t uid_size_ = 0;
-  uint32_t rv_size_ = 0;
-  uint32_t dt_size_ = 0;
-  uint32_t api_version_size_ = 0;
-  uint32_t kind_size_ = 0;
-  int64_t generation_ = 0;
+  // See kAppended. Sizes are at most kMaxFieldBytes (the decoder refuses
+  // longer strings), so every appended string starts within 32 KiB.
+  uint16_t field_offset_[kFieldCount] = {};
+  uint16_t field_size_[kFieldCount] = {};
   // Null when the object has no labels, annotations or owner references.
   std::unique_ptr<const Extras> extras_;
 };

@@ -459,21 +459,84 @@ TEST(ObjectBuilderTest, MetadataStringsShareTheJsonsAllocation) {
   EXPECT_EQ(o.deletion_timestamp(), "2026-12-01T00:00:00Z");
   EXPECT_EQ(o.api_version(), "v1");
   EXPECT_EQ(o.kind(), "ConfigMap");
-  const char* end = o.json().data() + o.json().size();
-  EXPECT_EQ(o.uid().data(), end);
-  EXPECT_EQ(o.resource_version().data(), o.uid().data() + o.uid().size());
-  EXPECT_EQ(o.kind().data() + o.kind().size(),
-            end + o.uid().size() + o.resource_version().size() +
-                o.deletion_timestamp().size() + o.api_version().size() +
-                o.kind().size());
-  // One allocation for the control block, the Object and its text (the 70
-  // bytes of metadata strings above); the key "ns/c" needs no heap; no
-  // labels, annotations or owner references.
-  EXPECT_LE(o.MemoryUsage(), 32 + sizeof(Object) + json.size() + 70);
+  // Each is a slice of the JSON itself: no copy.
+  const char* begin = o.json().data();
+  const char* end = begin + o.json().size();
+  for (absl::string_view field : {o.uid(), o.resource_version(),
+                                  o.deletion_timestamp(), o.api_version(),
+                                  o.kind()}) {
+    EXPECT_GE(field.data(), begin) << field;
+    EXPECT_LE(field.data() + field.size(), end) << field;
+  }
+  // One allocation for the control block, the Object and the JSON; the
+  // key "ns/c" needs no heap; no labels, annotations or owner references.
+  EXPECT_EQ(o.MemoryUsage(), 16 + sizeof(Object) + json.size());
   EXPECT_TRUE(o.labels().empty());
   EXPECT_TRUE(o.annotations().empty());
   EXPECT_TRUE(o.owner_references().empty());
   EXPECT_EQ(o.Label("app"), nullptr);
+}
+
+TEST(ObjectBuilderTest, MetadataStringsTheJsonLacksAreAppendedToIt) {
+  // Builder-made objects may disagree with their JSON (tests), and a JSON
+  // string with escapes differs from its value: those strings are copied
+  // after the JSON, in the same allocation, and json() ends before them.
+  const std::string json = R"({"metadata":{"name":"a","uid":"u\u0031"}})";
+  ObjectPtr obj = ObjectBuilder()
+                      .SetJson(json)
+                      .SetName("a")
+                      .SetUid("u1")
+                      .SetResourceVersion("42")
+                      .SetKind("Pod")
+                      .Build();
+  EXPECT_EQ(obj->json(), json);
+  EXPECT_EQ(obj->uid(), "u1");
+  EXPECT_EQ(obj->resource_version(), "42");
+  EXPECT_EQ(obj->kind(), "Pod");
+  EXPECT_EQ(obj->api_version(), "");
+  const char* end = obj->json().data() + obj->json().size();
+  EXPECT_EQ(obj->uid().data(), end);
+  EXPECT_EQ(obj->MemoryUsage(), 16 + sizeof(Object) + json.size() + 2 + 2 + 3);
+}
+
+TEST(ObjectParseTest, MetadataPastTheJsonsFirst32KiBIsCopied) {
+  // Strings are looked up in the first 32 KiB only (their offsets are 15
+  // bits); later ones, e.g. metadata after a large data map, are appended.
+  const std::string data(40000, 'd');
+  const std::string json = absl::StrCat(
+      R"({"apiVersion":"v1","data":{"k":")", data,
+      R"("},"kind":"ConfigMap","metadata":{"generation":77,"name":"c",)",
+      R"("namespace":"ns","resourceVersion":"9876",)",
+      R"("uid":"0b5a8f3e-3c1e-4c4e-9d1f-2f6c4e0b9a11"}})");
+  absl::StatusOr<ObjectPtr> obj = Object::Parse(json);
+  ASSERT_TRUE(obj.ok()) << obj.status();
+  const Object& o = **obj;
+  EXPECT_EQ(o.json(), json);
+  EXPECT_EQ(o.api_version(), "v1");
+  EXPECT_EQ(o.kind(), "ConfigMap");
+  EXPECT_EQ(o.uid(), "0b5a8f3e-3c1e-4c4e-9d1f-2f6c4e0b9a11");
+  EXPECT_EQ(o.resource_version(), "9876");
+  EXPECT_EQ(o.generation(), 77);
+  const char* end = o.json().data() + o.json().size();
+  EXPECT_LT(o.api_version().data(), end);  // found near the start
+  EXPECT_GE(o.uid().data(), end);          // appended
+  EXPECT_GE(o.resource_version().data(), end);
+  EXPECT_EQ(o.MemoryUsage(), 16 + sizeof(Object) + json.size() +
+                                 o.uid().size() + o.resource_version().size() +
+                                 o.kind().size() + 2);
+}
+
+TEST(ObjectParseTest, RefusesMetadataStringsPast4KiB) {
+  const std::string big(70000, 'x');
+  for (const std::string& json :
+       {absl::StrCat(R"({"metadata":{"name":"a","uid":")", big, R"("}})"),
+        absl::StrCat(R"({"kind":")", big, R"(","metadata":{"name":"a"}})")}) {
+    absl::StatusOr<ObjectPtr> obj = Object::Parse(json);
+    ASSERT_FALSE(obj.ok());
+    EXPECT_EQ(obj.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(obj.status().message(), "70000 bytes long"))
+        << obj.status();
+  }
 }
 
 TEST(ObjectBuilderTest, EmptyMetadataStringsAreEmptyNotNull) {

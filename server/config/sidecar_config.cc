@@ -312,7 +312,7 @@ bool ReadResource(Reader* r, const YAML::Node& node, const std::string& field,
   if (!r->String(node, "labelSelector", field, &c.label_selector)) {
     return false;
   }
-  if (absl::StatusOr<LabelSelector> s = LabelSelector::Parse(c.label_selector);
+  if (absl::StatusOr<informer::LabelSelector> s = informer::LabelSelector::Parse(c.label_selector);
       !s.ok()) {
     r->Fail(node["labelSelector"], field + ".labelSelector",
             s.status().message());

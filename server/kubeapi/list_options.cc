@@ -313,8 +313,8 @@ bool ParseRequestOptions(const std::multimap<std::string, std::string>& query,
         accept, ")"));
     return false;
   }
-  absl::StatusOr<LabelSelector> labels =
-      LabelSelector::Parse(get("labelSelector"));
+  absl::StatusOr<informer::LabelSelector> labels =
+      informer::LabelSelector::Parse(get("labelSelector"));
   if (!labels.ok()) return bad(std::string(labels.status().message()));
   out->label_selector = *std::move(labels);
   absl::StatusOr<FieldSelector> fields =

@@ -72,7 +72,7 @@ enum class IncludeObject { kNone, kMetadata, kObject };
 
 // The query of a request, validated.
 struct RequestOptions {
-  server::LabelSelector label_selector;
+  informer::LabelSelector label_selector;
   FieldSelector field_selector;
   bool watch = false;
   // resourceVersion as sent ("" when absent) and parsed (-1 when "").

@@ -20,13 +20,16 @@ WatchFanout::WatchFanout(WatchStreamHost* host,
 
 WatchFanout::~WatchFanout() {
   if (waiter_.joinable()) waiter_.join();
+  absl::MutexLock lock(&register_mu_);
   if (registration_ != nullptr) {
     absl::Status st = entry_->informer->RemoveEventHandler(registration_);
     if (!st.ok()) LOG(WARNING) << "removing the watch fan-out: " << st;
   }
 }
 
-absl::Status WatchFanout::Register() {
+absl::Status WatchFanout::EnsureRegistered() {
+  absl::MutexLock lock(&register_mu_);
+  if (registration_ != nullptr) return absl::OkStatus();
   informer::HandlerOptions options;
   options.non_blocking = true;
   absl::StatusOr<informer::HandlerRegistration*> reg =
@@ -51,6 +54,15 @@ void WatchFanout::OnDelete(const informer::ObjectPtr& obj,
 }
 
 void WatchFanout::Open(WatchStreamReactor* stream) {
+  // The first stream registers the handler: the informer then delivers its
+  // cache inline, under its own lock, so the state built here is the
+  // indexer's exactly and the live events follow it.
+  if (absl::Status st = EnsureRegistered(); !st.ok()) {
+    stream->End(absl::InternalError(
+        absl::StrCat("Watch is not available for \"", entry_->config.resource,
+                     "\": ", st.message())));
+    return;
+  }
   // Read before taking mu_: the informer holds its own lock while it
   // calls Dispatch, so asking it anything under mu_ could deadlock. The
   // markers' resourceVersion is thus a lower bound of the snapshot's.
@@ -155,7 +167,17 @@ void WatchFanout::Dispatch(const informer::ObjectPtr& obj, bool deleted,
     // Unchanged (the informer's resync, a relist that found the object
     // as it was): not news for any stream.
     const bool unchanged = !deleted && Same(prev, shared);
-    if (!unchanged) {
+    if (!unchanged && !sequencing_) {
+      // No stream has started yet, so no token exists to resume from:
+      // keep the state for the first initial state, and no history.
+      if (deleted) {
+        if (it != state_.end()) state_.erase(it);
+      } else if (it != state_.end()) {
+        it->second = std::move(shared);
+      } else {
+        state_.emplace(shared->key(), shared);
+      }
+    } else if (!unchanged) {
       const uint64_t seq = ++seq_;
       if (deleted) {
         if (it != state_.end()) state_.erase(it);
@@ -189,6 +211,7 @@ std::vector<SharedPtr> WatchFanout::HeldLocked(
 
 void WatchFanout::AttachLocked(WatchStreamReactor* stream,
                                const std::string& rv) {
+  sequencing_ = true;
   streams_.insert(stream);
   host_->NoteStreams(1);
   const WatchStart& start = stream->start();

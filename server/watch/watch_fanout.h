@@ -40,12 +40,13 @@ struct WatchMemoryStats {
   size_t inflight_bytes = 0;
 };
 
-// The one non-blocking event handler of an informer: keeps the state it
-// last dispatched per key and the recent history (at most `history_size`
-// events and `history_bytes` bytes, each event with its object's state
-// before: WatchHistory), and hands each event to every open
-// stream of the resource. Runs inline on the informer's distribution
-// thread; takes only short locks.
+// The one non-blocking event handler of an informer, registered when the
+// first stream opens (until then the informer pays nothing for it): keeps
+// the state it last dispatched per key and, once a stream has started, the
+// recent history (at most `history_size` events and `history_bytes` bytes,
+// each event with its object's state before: WatchHistory), and hands each
+// event to every open stream of the resource. Runs inline on the
+// informer's distribution thread; takes only short locks.
 //
 // Changes only: updates that carry the same UID and resourceVersion as the
 // state last dispatched (the informer's own resyncs, objects a relist found
@@ -65,9 +66,10 @@ class WatchFanout final : public informer::ResourceEventHandler,
               uint64_t epoch);
   ~WatchFanout() override;
 
-  // Registers the handler (the informer delivers its existing objects
-  // inline).
-  absl::Status Register();
+  // Registers the handler unless it is registered (the informer delivers
+  // its existing objects inline). Open calls it: until a stream opens, the
+  // fan-out costs the informer nothing per object.
+  absl::Status EnsureRegistered() ABSL_LOCKS_EXCLUDED(register_mu_, mu_);
 
   InformerEntry* entry() const { return entry_; }
   uint64_t epoch() const { return epoch_; }
@@ -123,12 +125,18 @@ class WatchFanout final : public informer::ResourceEventHandler,
   InformerEntry* const entry_;
   const ResumeTokenEncoder tokens_;
   const uint64_t epoch_;
-  informer::HandlerRegistration* registration_ = nullptr;
+  absl::Mutex register_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  informer::HandlerRegistration* registration_ ABSL_GUARDED_BY(register_mu_) =
+      nullptr;
   std::thread waiter_;
 
   absl::Mutex mu_;
-  // Events that changed something so far; the tokens' sequence number.
+  // Events that changed something since the first stream started; the
+  // tokens' sequence number.
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // A stream has started, so tokens exist: events get sequence numbers
+  // and history from now on (before, nobody could resume into them).
+  bool sequencing_ ABSL_GUARDED_BY(mu_) = false;
   // The state as dispatched, per key (consistent with seq_, unlike the
   // indexer, which may be one event ahead).
   absl::flat_hash_map<std::string, SharedPtr> state_ ABSL_GUARDED_BY(mu_);

@@ -58,8 +58,8 @@ WatchHub::WatchHub(InformerRegistry* registry, WatchOptions options,
   if (options_.batch_window > absl::ZeroDuration()) {
     flusher_ = std::thread([this] { FlushLoop(); });
   }
-  // Fan-outs for the informers that exist now, so their history starts
-  // with the informers; later ones are added on first use.
+  // Fan-outs for the informers that exist now (their epochs in registry
+  // order); later ones are added on first use.
   for (const auto& entry : registry_->entries()) {
     absl::StatusOr<std::shared_ptr<WatchFanout>> fanout =
         FanoutFor(entry.get());
@@ -113,14 +113,8 @@ absl::StatusOr<std::shared_ptr<WatchFanout>> WatchHub::FanoutFor(
   auto fanout =
       std::make_shared<WatchFanout>(static_cast<WatchStreamHost*>(this),
                                     std::move(holder), next_epoch_++);
-  // Registering delivers the existing objects inline (a non-blocking
-  // handler added late is caught up under the informer's lock); the
-  // fan-out takes no hub lock while handling them.
-  if (absl::Status st = fanout->Register(); !st.ok()) {
-    return absl::InternalError(absl::StrCat("Watch is not available for \"",
-                                            entry->config.resource,
-                                            "\": ", st.message()));
-  }
+  // Not registered with the informer yet: the first stream's Open does
+  // that, so a resource nobody watches pays nothing per object.
   fanouts_.push_back(fanout);
   return fanout;
 }
@@ -164,8 +158,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
   if (!entry.ok()) return new ErrorReactor(entry.status());
   WatchFilter filter;
   filter.namespace_ = request.namespace_();
-  absl::StatusOr<LabelSelector> selector =
-      LabelSelector::Parse(request.label_selector());
+  absl::StatusOr<informer::LabelSelector> selector =
+      informer::LabelSelector::Parse(request.label_selector());
   if (!selector.ok()) {
     return new ErrorReactor(absl::InvalidArgumentError(
         absl::StrCat("label_selector: ", selector.status().message())));

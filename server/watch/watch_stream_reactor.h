@@ -31,7 +31,7 @@ class WatchStreamReactor;
 // What a Watch request filters on. A pure function of an object.
 struct WatchFilter {
   std::string namespace_;
-  LabelSelector selector;
+  informer::LabelSelector selector;
   std::string index_name;
   std::string index_value;
   informer::IndexFunc index_fn;  // null: no index filter
