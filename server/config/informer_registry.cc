@@ -462,4 +462,12 @@ int InformerRegistry::lazy_stops() const {
   return lazy_stops_;
 }
 
+bool InformerRegistry::WaitForLazyStops(int n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return lazy_stops_ >= n;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+}
+
 }  // namespace server

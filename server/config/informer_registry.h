@@ -211,6 +211,10 @@ class InformerRegistry {
   // metrics).
   int lazy_starts() const ABSL_LOCKS_EXCLUDED(mu_);
   int lazy_stops() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until lazy_stops() reaches `n`; false after `timeout` (real
+  // time, whatever the registry's clock).
+  bool WaitForLazyStops(int n, absl::Duration timeout) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // For tests driving a FakeClock: waits until an idle check that saw the
   // clock at `at` or later has completed (or Stop). Checks run every
   // min(timeout/4, 30s) of clock time: advance the clock by at least that.

@@ -59,17 +59,6 @@ int64_t RvIn(const std::string& text, size_t from = 0) {
   return rv;
 }
 
-// Polls `done` (a state of the server under test that nothing signals)
-// every 10 ms; false after 60 s.
-bool WaitUntil(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
-
 class KubeApiEmulatorTest : public ::testing::Test {
  protected:
   // Starts the emulator (bookmarks every 100 ms, as the API server sends
@@ -259,7 +248,7 @@ TEST_P(SlowWatcherTest, AStalledWatchIsTerminatedAndItsQueueStaysBounded) {
       " HTTP/1.1\r\nHost: facade\r\nUser-Agent: stalled\r\n\r\n");
   ASSERT_EQ(send(fd, request.data(), request.size(), 0),
             static_cast<ssize_t>(request.size()));
-  ASSERT_TRUE(WaitUntil([this] { return server_->open_watches() == 1; }));
+  ASSERT_TRUE(server_->WaitForOpenWatches(1, absl::Seconds(60)));
   // Churn: 160 objects of 64 KiB (10 MiB), far more than the socket
   // buffers and the facade's queue hold.
   constexpr size_t kObject = 64 << 10;
@@ -269,7 +258,7 @@ TEST_P(SlowWatcherTest, AStalledWatchIsTerminatedAndItsQueueStaysBounded) {
                   ConfigMapJson("a", absl::StrCat("big-", i), kObject));
   }
   // The watch is closed (waiting on the facade's own count).
-  ASSERT_TRUE(WaitUntil([this] { return server_->open_watches() == 0; }));
+  ASSERT_TRUE(server_->WaitForOpenWatches(0, absl::Seconds(60)));
   EXPECT_EQ(server_->slow_watchers_terminated(), 1);
   EXPECT_LE(server_->peak_watch_queued_bytes(),
             o.watch_buffer_limit + kObject + 4096);
@@ -374,8 +363,8 @@ TEST_F(KubeApiEmulatorTest, LazyResourcesAreServedOnFirstRequest) {
   // Closed, the watch no longer holds it: it is retired when idle, and
   // the facade forgets its cache.
   { RawHttpClient gone = *std::move(watch); }
-  ASSERT_TRUE(WaitUntil([this] { return server_->open_watches() == 0; }));
-  ASSERT_TRUE(WaitUntil([this] { return registry_->lazy_stops() == 1; }));
+  ASSERT_TRUE(server_->WaitForOpenWatches(0, absl::Seconds(60)));
+  ASSERT_TRUE(registry_->WaitForLazyStops(1, absl::Seconds(60)));
   // The next request starts it again, with the current state.
   list = Get("/api/v1/namespaces/a/configmaps");
   ASSERT_EQ(list.code, 200) << list.body;

@@ -384,6 +384,19 @@ void KubeApiServer::Shutdown() {
   base_ = nullptr;
 }
 
+int KubeApiServer::open_watches() const {
+  absl::MutexLock lock(&watch_count_mu_);
+  return open_watches_;
+}
+
+bool KubeApiServer::WaitForOpenWatches(int n, absl::Duration timeout) const {
+  absl::MutexLock lock(&watch_count_mu_);
+  auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(watch_count_mu_) {
+    return open_watches_ == n;
+  };
+  return watch_count_mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+}
+
 bool KubeApiServer::WaitForSync(absl::Duration timeout) const {
   for (size_t i = 0; i < configured_; ++i) {
     const Served* s = served_[i].get();

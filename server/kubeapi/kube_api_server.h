@@ -147,7 +147,10 @@ class KubeApiServer {
   bool WaitForSync(absl::Duration timeout) const;
 
   int port() const { return port_.load(); }
-  int open_watches() const { return open_watches_.load(); }
+  int open_watches() const ABSL_LOCKS_EXCLUDED(watch_count_mu_);
+  // Waits until exactly `n` watches are open; false after `timeout`.
+  bool WaitForOpenWatches(int n, absl::Duration timeout) const
+      ABSL_LOCKS_EXCLUDED(watch_count_mu_);
   // The most bytes ever queued on one watch connection (bounded by
   // watch_buffer_limit plus one event) and the watches terminated for not
   // reading; for tests and metrics.
@@ -269,7 +272,9 @@ class KubeApiServer {
   std::vector<std::unique_ptr<Served>> served_;
   std::map<std::string, Served*> by_path_;  // "group/version/resource"
   std::atomic<int> port_{0};
-  std::atomic<int> open_watches_{0};
+  // A lock rather than an atomic so that tests can wait for a count.
+  mutable absl::Mutex watch_count_mu_;
+  int open_watches_ ABSL_GUARDED_BY(watch_count_mu_) = 0;
   std::atomic<size_t> peak_queued_{0};
   std::atomic<int64_t> slow_terminated_{0};
 

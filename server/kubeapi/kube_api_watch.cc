@@ -79,7 +79,10 @@ void KubeApiServer::StartWatch(Request& r) {
   ++s->watchers;
   // A lazy informer with an open watch is never retired for idleness.
   if (s->lazy) s->entry->streams.fetch_add(1);
-  ++open_watches_;
+  {
+    absl::MutexLock lock(&watch_count_mu_);
+    ++open_watches_;
+  }
   if (watchers_gauge_ != nullptr) watchers_gauge_->With({s->name}).Add(1);
   evhttp_connection_set_closecb(raw->conn, &KubeApiServer::OnWatchClosed, raw);
   if (too_old != nullptr) {
@@ -237,7 +240,10 @@ void KubeApiServer::DropWatcher(Watcher* w) {
   watchers_.erase(w);
   --w->served->watchers;
   if (w->served->lazy) w->served->entry->streams.fetch_sub(1);
-  --open_watches_;
+  {
+    absl::MutexLock lock(&watch_count_mu_);
+    --open_watches_;
+  }
   if (watchers_gauge_ != nullptr) {
     watchers_gauge_->With({w->served->name}).Add(-1);
   }
