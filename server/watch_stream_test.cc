@@ -241,6 +241,53 @@ TEST_F(WatchStreamTest, NoPerObjectWorkUntilAStreamOpens) {
   EXPECT_EQ(again.objects, SourceState());
 }
 
+TEST_F(WatchStreamTest, StreamsOpenedWhileTheCacheChangesMissNothing) {
+  // The first streams register the fan-out with the informer while
+  // events flow: every stream must end up with exactly the source's
+  // state, whichever stream registered and whenever.
+  Start();
+  constexpr int kStreams = 6;
+  std::thread writer([this] {
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(source_->Add("default", absl::StrCat("w", i)).ok());
+    }
+    for (int i = 0; i < 300; ++i) {
+      const std::string name = absl::StrCat("w", i % 20);
+      if (i % 10 == 0) {
+        // Deleted and created again: a new object under the same name.
+        ASSERT_TRUE(source_->Delete("default", name).ok());
+        ASSERT_TRUE(source_->Add("default", name).ok());
+      } else {
+        ASSERT_TRUE(source_
+                        ->Modify("default", name,
+                                 Labels{{"app", "web"}, {"i", absl::StrCat(i)}})
+                        .ok());
+      }
+    }
+    ASSERT_TRUE(source_->Add("default", "zz-end").ok());
+  });
+  std::vector<ClientState> states(kStreams);
+  std::vector<std::thread> readers;
+  for (int k = 0; k < kStreams; ++k) {
+    readers.emplace_back([this, k, &states] {
+      auto call = Open(Pods());
+      ClientState& state = states[k];
+      ReadInitial(call.get(), &state);
+      while (state.objects.count("default/zz-end") == 0) {
+        ASSERT_TRUE(ReadOne(call.get(), &state));
+      }
+      call->ctx.TryCancel();
+      Finish(call.get());
+    });
+  }
+  writer.join();
+  for (std::thread& t : readers) t.join();
+  const std::map<std::string, std::string> want = SourceState();
+  for (int k = 0; k < kStreams; ++k) {
+    EXPECT_EQ(states[k].objects, want) << "stream " << k;
+  }
+}
+
 TEST_F(WatchStreamTest, NamespaceFilterLimitsInitialState) {
   Start();
   v1::WatchRequest req = Pods();
