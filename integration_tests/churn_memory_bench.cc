@@ -48,6 +48,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "integration_tests/bench_stats.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
@@ -365,13 +366,6 @@ std::vector<Row> RunScenario(const Scenario& sc, const std::string& emu_bin,
   return rows;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2]
-                           : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 using SampleKey = std::pair<std::string, std::string>;
 
 // The medians per (scenario, point), in `order`.
@@ -387,7 +381,7 @@ void PrintTable(const std::vector<SampleKey>& order,
     auto med = [&s](auto field) {
       std::vector<double> v;
       for (const Sample& x : s) v.push_back(field(x));
-      return Median(v);
+      return integration::Median(v);
     };
     std::printf(
         "| %s | %s | %.1f | %.1f | %.0f | %.1f | %.0f | %.1f | %.2f |\n",

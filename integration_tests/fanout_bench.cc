@@ -55,6 +55,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "integration_tests/bench_stats.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
@@ -94,29 +95,6 @@ namespace {
 
 namespace v1 = ::informer::v1;
 
-int64_t MonotonicNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-// utime + stime of `pid` in seconds.
-double CpuSeconds(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(f)),
-                   std::istreambuf_iterator<char>());
-  // Fields after the ")" that closes the command name; utime and stime are
-  // fields 14 and 15 of the whole line.
-  std::vector<std::string> fields =
-      absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
-  double utime = 0, stime = 0;
-  if (fields.size() > 12) {
-    absl::SimpleAtod(fields[11], &utime);
-    absl::SimpleAtod(fields[12], &stime);
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 google::protobuf::ArenaOptions ArenaOptionsFor(char* block) {
   google::protobuf::ArenaOptions options;
   options.initial_block = block;
@@ -139,7 +117,7 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
 
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    const int64_t now = MonotonicNanos();
+    const int64_t now = integration::MonotonicNanos();
     {
       absl::MutexLock lock(&mu_);
       if (recording_) {
@@ -264,13 +242,6 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
   std::vector<int32_t> sent_ms_ ABSL_GUARDED_BY(mu_);
 };
 
-double Percentile(std::vector<int32_t>& v, double p) {
-  if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
-  std::nth_element(v.begin(), v.begin() + k, v.end());
-  return v[k] / 1000.0;  // ms
-}
-
 // POSTs to the emulator (control endpoints and its Kubernetes API).
 std::string HttpPost(int port, const std::string& path,
                      const std::string& body = "") {
@@ -333,10 +304,11 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
   }
   const std::string fence = absl::StrCat("fence-", scenario_index);
   for (auto& s : subs) s->SetFence(fence);
-  const double cpu0 = CpuSeconds(backend.pid);
-  const double self0 = CpuSeconds(getpid());
-  const double src0 =
-      backend.source_pid > 0 ? CpuSeconds(backend.source_pid) : 0;
+  const double cpu0 = integration::ProcessCpuSeconds(backend.pid);
+  const double self0 = integration::ProcessCpuSeconds(getpid());
+  const double src0 = backend.source_pid > 0
+                          ? integration::ProcessCpuSeconds(backend.source_pid)
+                          : 0;
   const absl::Time t0 = absl::Now();
   const std::string report = HttpPost(
       backend.control_port,
@@ -359,10 +331,12 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
     }
   }
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
-  const double cpu = CpuSeconds(backend.pid) - cpu0;
-  const double self_cpu = CpuSeconds(getpid()) - self0;
+  const double cpu = integration::ProcessCpuSeconds(backend.pid) - cpu0;
+  const double self_cpu = integration::ProcessCpuSeconds(getpid()) - self0;
   const double src_cpu =
-      backend.source_pid > 0 ? CpuSeconds(backend.source_pid) - src0 : 0;
+      backend.source_pid > 0
+          ? integration::ProcessCpuSeconds(backend.source_pid) - src0
+          : 0;
   std::vector<int32_t> all;
   int64_t messages = 0, events = 0, bytes = 0;
   const bool per_stream = absl::GetFlag(FLAGS_per_stream);
@@ -384,8 +358,8 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
       std::fprintf(stderr,
                    "stream %zu: %zu events, p50 %.2f ms, p99 %.2f ms, %.1f "
                    "events/message\n",
-                   i, copy.size(), Percentile(copy, 0.5),
-                   Percentile(copy, 0.99),
+                   i, copy.size(), integration::PercentileMs(copy, 0.5),
+                   integration::PercentileMs(copy, 0.99),
                    m > 0 ? static_cast<double>(e) / m : 0.0);
     }
     all.insert(all.end(), l.begin(), l.end());
@@ -398,8 +372,9 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
     const int32_t first = timeline.begin()->first;
     for (auto& [slot, lat] : timeline) {
       std::fprintf(stderr, "t=%.1fs: %zu events, p50 %.2f ms, p99 %.2f ms\n",
-                   (slot - first) * 0.5, lat.size(), Percentile(lat, 0.5),
-                   Percentile(lat, 0.99));
+                   (slot - first) * 0.5, lat.size(),
+                   integration::PercentileMs(lat, 0.5),
+                   integration::PercentileMs(lat, 0.99));
     }
   }
   int64_t updates = 0;
@@ -418,9 +393,9 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
   r.delivered_pct = updates > 0 && sc.streams > 0
                         ? 100.0 * all.size() / (updates * sc.streams)
                         : 0;
-  r.p50 = Percentile(all, 0.5);
-  r.p99 = Percentile(all, 0.99);
-  r.p999 = Percentile(all, 0.999);
+  r.p50 = integration::PercentileMs(all, 0.5);
+  r.p99 = integration::PercentileMs(all, 0.99);
+  r.p999 = integration::PercentileMs(all, 0.999);
   r.events_per_message =
       messages > 0 ? static_cast<double>(events) / messages : 0.0;
   r.bytes_per_event = events > 0 ? static_cast<double>(bytes) / events : 0.0;
@@ -443,13 +418,6 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
   return r;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Medians per scenario and backend, and the sidecar/floor CPU ratio.
 void PrintSummary(const std::vector<Scenario>& scenarios,
                   const std::vector<std::string>& backends,
@@ -466,13 +434,13 @@ void PrintSummary(const std::vector<Scenario>& scenarios,
       if (backends[b] != "floor") continue;
       std::vector<double> cpm;
       for (const RunResult& r : runs[i][b]) cpm.push_back(r.cpu_per_million);
-      floor_cpm = Median(cpm);
+      floor_cpm = integration::Median(cpm);
     }
     for (size_t b = 0; b < backends.size(); ++b) {
       auto median = [&](double RunResult::*field) {
         std::vector<double> v;
         for (const RunResult& r : runs[i][b]) v.push_back(r.*field);
-        return Median(v);
+        return integration::Median(v);
       };
       const double cpm = median(&RunResult::cpu_per_million);
       std::printf(
@@ -501,10 +469,10 @@ void MeasureUnary(const char* name, int threads, Call call) {
     workers.emplace_back([&, t] {
       std::mt19937 rng(t);
       while (absl::Now() < end) {
-        const int64_t start = MonotonicNanos();
+        const int64_t start = integration::MonotonicNanos();
         if (!call(rng)) errors.fetch_add(1);
-        lat[t].push_back(
-            static_cast<int32_t>((MonotonicNanos() - start) / 1000));
+        lat[t].push_back(static_cast<int32_t>(
+            (integration::MonotonicNanos() - start) / 1000));
       }
     });
   }
@@ -513,7 +481,8 @@ void MeasureUnary(const char* name, int threads, Call call) {
   for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
   std::printf("| %s | %d | %.0f/s | %.3f ms | %.3f ms | %lld |\n", name,
               threads, all.size() / absl::ToDoubleSeconds(d),
-              Percentile(all, 0.5), Percentile(all, 0.99),
+              integration::PercentileMs(all, 0.5),
+              integration::PercentileMs(all, 0.99),
               static_cast<long long>(errors.load()));
   std::fflush(stdout);
 }

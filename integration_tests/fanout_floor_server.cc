@@ -47,6 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "integration_tests/bench_stats.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 #include "server/ops/malloc_tuning.h"
 #include "server/watch/resume_token.h"
@@ -64,12 +65,6 @@ ABSL_FLAG(int, max_message_bytes, 1 << 20,
 namespace {
 
 namespace v1 = ::informer::v1;
-
-int64_t MonotonicNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 // One event as a serialized one-event WatchResponse: a whole `events`
 // field, so concatenating such slices yields a valid WatchResponse.
@@ -154,7 +149,7 @@ class Hub {
       : window_ns_(absl::ToInt64Nanoseconds(window)),
         min_rate_(min_rate),
         max_message_bytes_(max_message_bytes),
-        tokens_(absl::StrCat(absl::Hex(MonotonicNanos())), 1) {
+        tokens_(absl::StrCat(absl::Hex(integration::MonotonicNanos())), 1) {
     if (window_ns_ > 0) flusher_ = std::thread([this] { FlushLoop(); });
   }
   ~Hub() {
@@ -206,11 +201,11 @@ class Hub {
   // emulator's load generator (a 1 ms tick, catching up on time).
   int64_t RunLoad(const std::string& ns, int objects, int bytes, int rate,
                   absl::Duration duration) {
-    const int64_t start = MonotonicNanos();
+    const int64_t start = integration::MonotonicNanos();
     const int64_t end = start + absl::ToInt64Nanoseconds(duration);
     int64_t updates = 0;
     while (true) {
-      const int64_t now = std::min(MonotonicNanos(), end);
+      const int64_t now = std::min(integration::MonotonicNanos(), end);
       const int64_t due = static_cast<int64_t>(
           static_cast<double>(rate) * static_cast<double>(now - start) / 1e9 +
           1e-9);
@@ -221,8 +216,9 @@ class Hub {
           absl::MutexLock lock(&mu_);
           rv = ++rv_;
         }
-        Publish(v1::EVENT_TYPE_MODIFIED,
-                ConfigMapJson(ns, index, rv, MonotonicNanos(), bytes));
+        Publish(
+            v1::EVENT_TYPE_MODIFIED,
+            ConfigMapJson(ns, index, rv, integration::MonotonicNanos(), bytes));
         ++updates;
       }
       if (now >= end) break;
@@ -239,7 +235,7 @@ class Hub {
     if (window_ns_ <= 0) return false;
     if (min_rate_ <= 0) return true;
     queued_ += streams;
-    const int64_t now = MonotonicNanos();
+    const int64_t now = integration::MonotonicNanos();
     constexpr int64_t kPeriodNs = 100 * 1000 * 1000;
     if (now - rate_since_ns_ >= kPeriodNs) {
       const double rate = static_cast<double>(queued_) * 1e9 /
@@ -259,7 +255,7 @@ class Hub {
         while (true) {
           if (stop_) return;
           const int64_t at = flush_due_ns_;
-          const int64_t now = MonotonicNanos();
+          const int64_t now = integration::MonotonicNanos();
           if (now >= at) break;
           auto changed = [this, at]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                              flush_mu_) { return stop_ || flush_due_ns_ < at; };
@@ -346,7 +342,7 @@ void FloorStream::OnDone() {
 
 void FloorStream::MaybeWriteLocked(bool force, bool batching) {
   if (writing_ || failed_ || pending_.empty()) return;
-  const int64_t now = MonotonicNanos();
+  const int64_t now = integration::MonotonicNanos();
   if (!force && batching && hub_->window_ns() > 0 &&
       now < last_write_ns_ + hub_->window_ns()) {
     if (!deferred_) {

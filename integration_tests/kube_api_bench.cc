@@ -64,6 +64,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "integration_tests/bench_stats.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 
@@ -86,41 +87,6 @@ ABSL_FLAG(std::string, sidecar_binary, "",
           "builds); default: the one in the runfiles.");
 
 namespace {
-
-int64_t MonotonicNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-// utime + stime of `pid` in seconds.
-double CpuSeconds(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(f)),
-                   std::istreambuf_iterator<char>());
-  std::vector<std::string> fields =
-      absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
-  double utime = 0, stime = 0;
-  if (fields.size() > 12 && !(absl::SimpleAtod(fields[11], &utime) &&
-                               absl::SimpleAtod(fields[12], &stime))) {
-    utime = stime = 0;
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2]
-                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-double Percentile(std::vector<int32_t>& v, double p) {
-  if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
-  std::nth_element(v.begin(), v.begin() + k, v.end());
-  return v[k] / 1000.0;  // ms
-}
 
 // The child processes, ended by Die (which skips their destructors).
 std::vector<pid_t>& Children() {
@@ -292,7 +258,7 @@ struct ListTiming {
 // One list, following `continue` to the end when paged.
 ListTiming TimeList(HttpClient& client, const std::string& path, int limit) {
   ListTiming t;
-  const int64_t start = MonotonicNanos();
+  const int64_t start = integration::MonotonicNanos();
   std::string next;
   do {
     std::string p = path;
@@ -306,7 +272,7 @@ ListTiming TimeList(HttpClient& client, const std::string& path, int limit) {
     ++t.pages;
     next = limit > 0 ? JsonString(r.head, "continue") : "";
   } while (!next.empty());
-  t.ms = (MonotonicNanos() - start) / 1e6;
+  t.ms = (integration::MonotonicNanos() - start) / 1e6;
   return t;
 }
 
@@ -346,7 +312,7 @@ void RunLists(int emu_port, int facade_port) {
       e_ms.push_back(e.ms);
       f_ms.push_back(f.ms);
     }
-    const double em = Median(e_ms), fm = Median(f_ms);
+    const double em = integration::Median(e_ms), fm = integration::Median(f_ms);
     std::printf("| %s | %d | %s | %d | %.1f ms | %.1f ms | %.2f | %.1f | %.1f "
                 "|\n",
                 c.resource, c.objects,
@@ -434,7 +400,7 @@ class WatchLoop {
           if (got == 0) End(w);
           break;
         }
-        if (!w.ended) Parse(w, MonotonicNanos());
+        if (!w.ended) Parse(w, integration::MonotonicNanos());
       }
     }
     return true;
@@ -567,8 +533,9 @@ PhaseRow RunPhase(int port, int emu_port, pid_t sidecar, pid_t emulator,
   const std::string ready = absl::StrCat("fence-", (*fence_index)++);
   CreateFence(emu_port, ready);
   if (!loop.RunUntilFence(ready, absl::Seconds(60))) Die("watches not open");
-  const double cpu0 = CpuSeconds(sidecar), emu0 = CpuSeconds(emulator),
-               self0 = CpuSeconds(getpid());
+  const double cpu0 = integration::ProcessCpuSeconds(sidecar),
+               emu0 = integration::ProcessCpuSeconds(emulator),
+               self0 = integration::ProcessCpuSeconds(getpid());
   const absl::Time t0 = absl::Now();
   loop.Record(true);
   std::string report;
@@ -614,11 +581,13 @@ PhaseRow RunPhase(int port, int emu_port, pid_t sidecar, pid_t emulator,
                         (static_cast<double>(updates) *
                          absl::GetFlag(FLAGS_watchers))
                   : 0;
-  row.p50 = Percentile(r.latencies_us, 0.5);
-  row.p99 = Percentile(r.latencies_us, 0.99);
-  row.sidecar_cpu = 100 * (CpuSeconds(sidecar) - cpu0) / wall;
-  row.emu_cpu = 100 * (CpuSeconds(emulator) - emu0) / wall;
-  row.client_cpu = 100 * (CpuSeconds(getpid()) - self0) / wall;
+  row.p50 = integration::PercentileMs(r.latencies_us, 0.5);
+  row.p99 = integration::PercentileMs(r.latencies_us, 0.99);
+  row.sidecar_cpu =
+      100 * (integration::ProcessCpuSeconds(sidecar) - cpu0) / wall;
+  row.emu_cpu = 100 * (integration::ProcessCpuSeconds(emulator) - emu0) / wall;
+  row.client_cpu =
+      100 * (integration::ProcessCpuSeconds(getpid()) - self0) / wall;
   return row;
 }
 
@@ -659,7 +628,7 @@ void RunFanout(int emu_port, int facade_port, pid_t sidecar, pid_t emulator) {
       auto med = [&](double PhaseRow::*field) {
         std::vector<double> v;
         for (const PhaseRow& r : rows[facade]) v.push_back(r.*field);
-        return Median(v);
+        return integration::Median(v);
       };
       int ended = 0, errors = 0, late = 0;
       for (const PhaseRow& r : rows[facade]) {

@@ -67,6 +67,7 @@
 #include "informer/client/kube_client.h"
 #include "informer/client/resource_client.h"
 #include "informer/object/object.h"
+#include "integration_tests/bench_stats.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 #include "server/ops/malloc_tuning.h"
@@ -214,12 +215,6 @@ absl::StatusOr<SidecarMem> MeasureSidecar(const std::string& binary,
   }
   (*sidecar)->Terminate();
   return m;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 int64_t HeapInUse() {
@@ -435,9 +430,11 @@ int RunParent(const std::string& self, const char* argv0) {
       std::printf(
           "| %s | %s | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | "
           "%.1f MB | %.0f B | %s |\n",
-          binaries[b].first.c_str(), tunables.c_str(), Median(s.rss) / 1e6,
-          Median(s.anon) / 1e6, Median(s.file) / 1e6, Median(s.huge) / 1e6,
-          Median(s.base) / 1e6, Median(s.base_anon) / 1e6, Median(s.each),
+          binaries[b].first.c_str(), tunables.c_str(),
+          integration::Median(s.rss) / 1e6, integration::Median(s.anon) / 1e6,
+          integration::Median(s.file) / 1e6, integration::Median(s.huge) / 1e6,
+          integration::Median(s.base) / 1e6,
+          integration::Median(s.base_anon) / 1e6, integration::Median(s.each),
           runs.c_str());
     }
     std::fflush(stdout);
