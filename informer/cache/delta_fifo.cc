@@ -232,6 +232,16 @@ absl::Status DeltaFIFO::Replace(const std::vector<ObjectPtr>& list,
   return absl::OkStatus();
 }
 
+bool DeltaFIFO::ReplaceApplied(
+    absl::FunctionRef<bool(bool is_initial_list)> apply) {
+  absl::MutexLock lock(&mu_);
+  if (!queue_.empty() || !apply(!populated_)) return false;
+  // Everything a Replace would have queued has been applied: as far as
+  // HasSynced is concerned, an initial list fully popped.
+  populated_ = true;
+  return true;
+}
+
 absl::Status DeltaFIFO::Resync() {
   if (known_objects_ == nullptr) return absl::OkStatus();
   absl::MutexLock lock(&mu_);

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -196,6 +197,21 @@ class DeltaFIFO {
                        absl::string_view resource_version)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A Replace whose result the consumer has already built out of sight (a
+  // staged initial list): when nothing is queued, calls `apply` under the
+  // FIFO's lock, where a Pop's process function would run, so that it can
+  // publish the list to the consumer's store and handlers in one step, as
+  // every pop of a Replace would have; it returns whether it did. Its
+  // argument says whether this is the initial list (no Replace before,
+  // the pops' is_in_initial_list). On true,
+  // the list counts as popped: a first Replace this way makes HasSynced
+  // true at once. Returns false without calling `apply` when keys are
+  // queued (their deltas must reach the store first; the caller then
+  // Replaces as usual), and passes on `apply`'s false. Like a process
+  // function, `apply` must not call into this FIFO.
+  bool ReplaceApplied(absl::FunctionRef<bool(bool is_initial_list)> apply)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Queues kSync for every known_objects key that has no queued deltas. A
   // key with queued deltas is skipped: its queued event is newer than the
   // store's object and a Sync after it would deliver the older object. No-op
@@ -229,7 +245,8 @@ class DeltaFIFO {
   bool IsClosed() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // True once Add/Update/Delete/AddIfNotPresent was called before any
-  // Replace, or once everything the first Replace queued has been popped.
+  // Replace, once everything the first Replace queued has been popped, or
+  // once a first ReplaceApplied applied its list.
   bool HasSynced() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Number of keys queued.

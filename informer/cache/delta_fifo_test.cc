@@ -415,6 +415,46 @@ TEST(DeltaFIFOTest, HasSyncedOnlyAfterTheFirstReplaceIsPoppedEntirely) {
   EXPECT_FALSE(c.is_in_initial_list);
 }
 
+TEST(DeltaFIFOTest, ReplaceAppliedPublishesAListWhenNothingIsQueued) {
+  DeltaFIFO fifo(DeltaFIFO::Options{});
+  std::vector<bool> calls;
+  // The consumer refuses: nothing changes.
+  EXPECT_FALSE(fifo.ReplaceApplied([&](bool initial) {
+    calls.push_back(initial);
+    return false;
+  }));
+  EXPECT_FALSE(fifo.HasSynced());
+  // The consumer applies the initial list itself: synced at once, nothing
+  // to pop.
+  EXPECT_TRUE(fifo.ReplaceApplied([&](bool initial) {
+    calls.push_back(initial);
+    return true;
+  }));
+  EXPECT_TRUE(fifo.HasSynced());
+  EXPECT_EQ(fifo.Len(), 0u);
+  // A later one is no longer the initial list.
+  EXPECT_TRUE(fifo.ReplaceApplied([&](bool initial) {
+    calls.push_back(initial);
+    return true;
+  }));
+  EXPECT_THAT(calls, ElementsAre(true, true, false));
+  // The RV noted after it is applied at once: nothing is queued.
+  fifo.NoteResourceVersion("7");
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "7");
+}
+
+TEST(DeltaFIFOTest, ReplaceAppliedIsRefusedWhileKeysAreQueued) {
+  DeltaFIFO fifo(DeltaFIFO::Options{});
+  ASSERT_TRUE(fifo.Add(Obj("a", "1")).ok());
+  bool called = false;
+  EXPECT_FALSE(fifo.ReplaceApplied([&](bool) {
+    called = true;
+    return true;
+  }));
+  EXPECT_FALSE(called) << "a queued event must reach the store first";
+  EXPECT_EQ(fifo.Len(), 1u);
+}
+
 TEST(DeltaFIFOTest, InitialReplaceWithDuplicateKeysOwesOnePopPerKey) {
   // The initial-list path (nothing queued, nothing known) keeps no set of
   // listed keys; a key listed twice must still count once.

@@ -61,6 +61,10 @@ class Indexer final : public KeyListerGetter {
   void Replace(std::vector<ObjectPtr> objects,
                absl::string_view resource_version);
 
+  // Takes `staged`'s contents and indexes if this indexer is empty (see
+  // ThreadSafeStore::AdoptIfEmpty); false, nothing changed, otherwise.
+  bool AdoptIfEmpty(Indexer* staged) { return store_.AdoptIfEmpty(&staged->store_); }
+
   // Index queries; see ThreadSafeStore. Unknown index names -> NotFound.
   absl::StatusOr<std::vector<ObjectPtr>> Index(absl::string_view index_name,
                                                const Object& obj) const;

@@ -134,15 +134,27 @@ absl::Status Reflector::AppendPage(ObjectList page,
                        page.remaining_item_count, int64_t{1} << 22)));
   }
   for (ObjectPtr& obj : page.items) {
-    if (options_.transform) {
-      absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
-      // Skipping the object would make Replace tombstone it: the list
-      // fails and is retried, as client-go's Replace fails.
-      if (!t.ok()) return t.status();
-      obj = *std::move(t);
-    }
-    items->push_back(std::move(obj));
+    absl::Status st = AppendItem(std::move(obj), items, nullptr);
+    if (!st.ok()) return st;
   }
+  return absl::OkStatus();
+}
+
+absl::Status Reflector::AppendItem(ObjectPtr obj,
+                                   std::vector<ObjectPtr>* items,
+                                   ListStage* stage) {
+  if (options_.transform) {
+    absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
+    // Skipping the object would make Replace tombstone it: the list
+    // fails and is retried, as client-go's Replace fails.
+    if (!t.ok()) return t.status();
+    obj = *std::move(t);
+  }
+  if (stage != nullptr) {
+    absl::Status st = stage->Add(obj);
+    if (!st.ok()) return st;
+  }
+  items->push_back(std::move(obj));
   return absl::OkStatus();
 }
 
@@ -172,14 +184,25 @@ Reflector::State Reflector::DoList() {
   const absl::Time list_start = clock_->Now();
   std::vector<ObjectPtr> items;
   std::string list_rv;
+  // Staged: the items go to the stage (and `items`) as they are decoded,
+  // while the rest of the list downloads.
+  std::unique_ptr<ListStage> stage =
+      options_.begin_list_stage ? options_.begin_list_stage() : nullptr;
+  const ListerWatcher::ItemFn on_item = [this, &items,
+                                         &stage](const ObjectPtr& obj) {
+    return AppendItem(obj, &items, stage.get());
+  };
   for (;;) {
-    absl::StatusOr<ObjectList> page = lw_->List(opts);
+    absl::StatusOr<ObjectList> page =
+        stage != nullptr ? lw_->ListWithItems(opts, on_item) : lw_->List(opts);
     if (!page.ok()) {
+      // A failed transform fails the list as a whole, like a bad page.
       return OnListFailed(page.status(), !opts.continue_token.empty());
     }
     std::string continue_token = std::move(page->continue_token);
     std::string page_rv = std::move(page->resource_version);
-    absl::Status st = AppendPage(*std::move(page), &items);
+    absl::Status st = stage != nullptr ? absl::OkStatus()
+                                       : AppendPage(*std::move(page), &items);
     if (!st.ok()) return OnListFailed(st, /*mid_list=*/false);
     if (continue_token.empty()) {
       list_rv = std::move(page_rv);
@@ -196,19 +219,12 @@ Reflector::State Reflector::DoList() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return State::kStopped;
   }
-  const absl::Time listed = clock_->Now();
-  absl::Status st = fifo_->Replace(items, list_rv);
+  absl::Status st =
+      ApplyList(items, list_rv, stage.get(), clock_->Now() - list_start);
   if (!st.ok()) {
     ReportError(st);
     return BackOff() ? State::kList : State::kStopped;
   }
-  // With "listing" above, the stages of a (re)list in the log: download
-  // and decode (overlapped), then Replace into the DeltaFIFO; the pops
-  // into the indexer end at the informer's "cache synced".
-  LOG(INFO) << options_.name << ": listed " << items.size()
-            << " objects at resourceVersion " << list_rv << " in "
-            << FormatMillis(listed - list_start) << " (Replace "
-            << FormatMillis(clock_->Now() - listed) << ")";
   fifo_->NoteResourceVersion(list_rv);
   {
     absl::MutexLock lock(&mu_);
@@ -219,6 +235,31 @@ Reflector::State Reflector::DoList() {
   }
   if (options_.on_replaced) options_.on_replaced();
   return State::kWatch;
+}
+
+absl::Status Reflector::ApplyList(const std::vector<ObjectPtr>& items,
+                                  const std::string& list_rv,
+                                  ListStage* stage,
+                                  absl::Duration downloaded) {
+  const absl::Time listed = clock_->Now();
+  const bool committed = stage != nullptr && stage->Commit(items);
+  if (committed) {
+    absl::MutexLock lock(&mu_);
+    ++counters_.staged_lists;
+  } else {
+    absl::Status st = fifo_->Replace(items, list_rv);
+    if (!st.ok()) return st;
+  }
+  // With "listing" above, the stages of a (re)list in the log: download
+  // and decode (overlapped; a staged list is indexed meanwhile too), then
+  // Replace into the DeltaFIFO or the staged list's commit; the pops into
+  // the indexer end at the informer's "cache synced".
+  LOG(INFO) << options_.name << ": listed " << items.size()
+            << " objects at resourceVersion " << list_rv << " in "
+            << FormatMillis(downloaded) << " (Replace "
+            << FormatMillis(clock_->Now() - listed)
+            << (committed ? ", staged during the download)" : ")");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<WatchStream>> Reflector::OpenWatch(

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "informer/util/clock.h"
 #include "informer/cache/delta_fifo.h"
+#include "informer/cache/list_stage.h"
 #include "informer/listwatch/lister_watcher.h"
 
 namespace informer {
@@ -101,12 +102,20 @@ class Reflector {
     bool use_watch_list = false;
     // Called after each successful list was handed to the FIFO's Replace.
     std::function<void()> on_replaced;
+    // Called as each list (not WatchList) starts: a stage to hand the items
+    // to as they arrive and to commit once the list is complete, instead
+    // of the FIFO's Replace (see ListStage), or null for a plain Replace.
+    // The informer stages while its cache is empty: the initial list.
+    std::function<std::unique_ptr<ListStage>()> begin_list_stage;
     uint64_t random_seed = 0;  // 0: seeded from the OS
   };
 
   struct Counters {
     int64_t lists = 0;
     int64_t relists = 0;
+    // Lists staged while they downloaded and committed in one step (see
+    // Options::begin_list_stage); the others went through Replace.
+    int64_t staged_lists = 0;
     int64_t watches = 0;
     int64_t events_added = 0;
     int64_t events_modified = 0;
@@ -157,6 +166,14 @@ class Reflector {
   ListOptions StartList();
   // Transforms a page's objects and appends them to `items`.
   absl::Status AppendPage(ObjectList page, std::vector<ObjectPtr>* items);
+  // The same for one object, also handing it to `stage` when not null.
+  absl::Status AppendItem(ObjectPtr obj, std::vector<ObjectPtr>* items,
+                          ListStage* stage);
+  // Hands a complete list to `stage` (when not null and it commits) or to
+  // the FIFO's Replace; logs the list's stages.
+  absl::Status ApplyList(const std::vector<ObjectPtr>& items,
+                         const std::string& list_rv, ListStage* stage,
+                         absl::Duration downloaded);
   // Reports a failed list (`mid_list`: a later page's continue token
   // failed) and picks the next state.
   State OnListFailed(const absl::Status& status, bool mid_list);

@@ -169,6 +169,7 @@ absl::Status SharedIndexInformer::Start() {
   ro.resync_period = resync_check_period_;
   ro.should_resync = [this] { return ShouldResync(); };
   ro.on_replaced = [this] { RefreshSynced(); };
+  ro.begin_list_stage = [this] { return BeginListStage(); };
   reflector_ = std::make_unique<Reflector>(lw_, &fifo_, clock_, std::move(ro));
   for (auto& reg : registrations_) reg->listener_->Start();
   process_thread_ = std::thread([this] { ProcessLoop(); });
@@ -273,6 +274,39 @@ absl::Status SharedIndexInformer::HandleDeltas(const Deltas& deltas,
     }
   }
   return absl::OkStatus();
+}
+
+std::unique_ptr<ListStage> SharedIndexInformer::BeginListStage() {
+  // A relist into a non-empty cache must diff against it (updates,
+  // tombstones): the FIFO's Replace does that.
+  if (indexer_.Size() != 0) return nullptr;
+  return std::make_unique<IndexerListStage>(
+      indexer_.GetIndexers(),
+      [this](Indexer* staged, const std::vector<ObjectPtr>& items) {
+        return CommitStagedList(staged, items);
+      });
+}
+
+bool SharedIndexInformer::CommitStagedList(
+    Indexer* staged, const std::vector<ObjectPtr>& items) {
+  // Under the FIFO's lock and then handle_mu_, as a pop's HandleDeltas:
+  // no pop, resync or handler registration runs in between, so a handler
+  // added meanwhile gets either the adopted cache or these adds, never
+  // both or neither.
+  return fifo_.ReplaceApplied([&](bool is_initial_list) {
+    absl::MutexLock lock(&handle_mu_);
+    if (!indexer_.AdoptIfEmpty(staged)) return false;
+    if (registrations_.empty()) return true;
+    for (const ObjectPtr& obj : items) {
+      Notification n;
+      n.type = Notification::Type::kAdd;
+      n.key = obj->Key();
+      n.obj = obj;
+      n.is_in_initial_list = is_initial_list;
+      DistributeLocked(n, false);
+    }
+    return true;
+  });
 }
 
 void SharedIndexInformer::DistributeLocked(const Notification& n,

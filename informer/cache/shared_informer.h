@@ -21,6 +21,7 @@
 #include "informer/cache/event_handler.h"
 #include "informer/cache/index.h"
 #include "informer/cache/indexer.h"
+#include "informer/cache/list_stage.h"
 #include "informer/listwatch/lister_watcher.h"
 #include "informer/cache/processor_listener.h"
 #include "informer/cache/reflector.h"
@@ -158,6 +159,13 @@ class SharedIndexInformer {
   struct ListenerEntry;
 
   absl::Status HandleDeltas(const Deltas& deltas, bool is_in_initial_list);
+  // A stage for a list while the cache is empty (the initial list), else
+  // null (see ListStage).
+  std::unique_ptr<ListStage> BeginListStage();
+  // A staged list's commit: with nothing queued in the FIFO and the cache
+  // still empty, adopts `staged` as the cache and hands every handler an
+  // add per item, in list order, as the pops would have.
+  bool CommitStagedList(Indexer* staged, const std::vector<ObjectPtr>& items);
   void DistributeLocked(const Notification& n, bool is_sync)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
   bool ShouldResync();

@@ -1,5 +1,6 @@
 #include "informer/cache/shared_informer.h"
 
+#include <atomic>
 #include <map>
 #include <string>
 #include <thread>
@@ -433,6 +434,145 @@ TEST(SharedInformerTest, SetTransformRunsBeforeCachingAndOnlyBeforeStart) {
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->Label("secret"), nullptr);
   EXPECT_NE(a->Label("app"), nullptr);
+}
+
+// A FakeSource whose lists hand their items over one by one, as the API
+// client does while a list downloads, and can pause or fail part way.
+class StreamingSource final : public ListerWatcher {
+ public:
+  explicit StreamingSource(FakeSource* inner) : inner_(inner) {}
+
+  absl::StatusOr<ObjectList> List(const ListOptions& options) override {
+    return inner_->List(options);
+  }
+  absl::StatusOr<ObjectList> ListWithItems(const ListOptions& options,
+                                           const ItemFn& on_item) override {
+    absl::StatusOr<ObjectList> list = inner_->List(options);
+    if (!list.ok()) return list;
+    const int call = ++lists_;
+    if (duplicate_first_ && !list->items.empty()) {
+      list->items.push_back(list->items.front());
+    }
+    for (size_t i = 0; i < list->items.size(); ++i) {
+      if (i == 2 && call == 1 && pause_first_) {
+        paused_.Notify();
+        resume_.WaitForNotification();
+      }
+      if (i == 2 && call == 1 && fail_first_) {
+        return absl::UnavailableError("connection reset mid-list");
+      }
+      absl::Status st = on_item(list->items[i]);
+      if (!st.ok()) return st;
+    }
+    return list;
+  }
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
+      const WatchOptions& options) override {
+    return inner_->Watch(options);
+  }
+
+  FakeSource* const inner_;
+  std::atomic<int> lists_{0};
+  bool pause_first_ = false;
+  bool fail_first_ = false;
+  bool duplicate_first_ = false;
+  absl::Notification paused_;
+  absl::Notification resume_;
+};
+
+TEST(SharedInformerTest, InitialListIsStagedAndPublishedOnlyWhenComplete) {
+  FakeSource source;
+  for (const char* name : {"a", "b", "c"}) {
+    ASSERT_TRUE(source.Add(name[0] == 'c' ? "other" : "ns", name).ok());
+  }
+  StreamingSource streaming(&source);
+  streaming.pause_first_ = true;
+  Recorder rec;
+  SharedIndexInformer informer(&streaming, Opts());
+  auto reg = informer.AddEventHandler(&rec);
+  ASSERT_TRUE(reg.ok());
+  ASSERT_TRUE(informer.Start().ok());
+  // Two items are in, the third is not: nothing is visible yet.
+  streaming.paused_.WaitForNotification();
+  EXPECT_EQ(informer.GetIndexer().Size(), 0u);
+  EXPECT_FALSE(informer.HasSynced());
+  EXPECT_EQ(informer.LastAppliedResourceVersion(), "");
+  streaming.resume_.Notify();
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  // Published at once, indexes included, and every handler got the adds of
+  // the initial list in list order, as the pops would have given them.
+  EXPECT_EQ(informer.GetIndexer().Size(), 3u);
+  EXPECT_EQ(informer.LastAppliedResourceVersion(),
+            source.CurrentResourceVersion());
+  auto other = informer.GetIndexer().ByIndex(kNamespaceIndex, "other");
+  ASSERT_TRUE(other.ok());
+  ASSERT_EQ(other->size(), 1u);
+  EXPECT_EQ((*other)[0]->name(), "c");
+  rec.WaitFor(3);
+  EXPECT_EQ(rec.events(), (std::vector<std::string>{
+                              "add a initial", "add b initial",
+                              "add c initial"}));
+  EXPECT_TRUE((*reg)->HasSynced());
+  EXPECT_EQ(informer.GetReflectorCounters().staged_lists, 1);
+  // Live events go through the DeltaFIFO as before.
+  source.WaitForWatches(1);
+  ASSERT_TRUE(source.Modify("ns", "a", {{"app", "x"}}).ok());
+  ASSERT_TRUE(source.Add("ns", "d").ok());
+  rec.WaitFor(5);
+  EXPECT_EQ(rec.events()[3], "update a");
+  EXPECT_EQ(rec.events()[4], "add d");
+  EXPECT_EQ(informer.GetIndexer().Size(), 4u);
+  informer.Stop();
+}
+
+TEST(SharedInformerTest, AListThatFailsHalfWayLeavesNoTrace) {
+  FakeSource source;
+  for (const char* name : {"a", "b", "c"}) {
+    ASSERT_TRUE(source.Add("ns", name).ok());
+  }
+  StreamingSource streaming(&source);
+  streaming.fail_first_ = true;
+  SharedIndexInformer::Options opts = Opts();
+  opts.reflector.backoff_initial = absl::Milliseconds(1);
+  Recorder rec;
+  SharedIndexInformer informer(&streaming, opts);
+  auto reg = informer.AddEventHandler(&rec);
+  ASSERT_TRUE(reg.ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  EXPECT_GE(streaming.lists_.load(), 2);
+  (*reg)->WaitIdle();
+  // The two items staged by the failed list reached neither the cache nor
+  // the handler: exactly one add per object, from the list that succeeded.
+  EXPECT_EQ(rec.events(), (std::vector<std::string>{
+                              "add a initial", "add b initial",
+                              "add c initial"}));
+  EXPECT_EQ(informer.GetIndexer().Size(), 3u);
+  EXPECT_EQ(informer.GetReflectorCounters().staged_lists, 1);
+  informer.Stop();
+}
+
+TEST(SharedInformerTest, AListWithADuplicateKeyGoesThroughTheFifo) {
+  FakeSource source;
+  ASSERT_TRUE(source.Add("ns", "a").ok());
+  ASSERT_TRUE(source.Add("ns", "b").ok());
+  StreamingSource streaming(&source);
+  streaming.duplicate_first_ = true;  // "a" listed twice
+  Recorder rec;
+  SharedIndexInformer informer(&streaming, Opts());
+  auto reg = informer.AddEventHandler(&rec);
+  ASSERT_TRUE(reg.ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  (*reg)->WaitIdle();
+  // The FIFO queues both copies under one key: an add, then the second
+  // copy as an unchanged object, a sync that only handlers due for a
+  // resync get (client-go's HandleDeltas).
+  EXPECT_EQ(rec.events(),
+            (std::vector<std::string>{"add a initial", "add b initial"}));
+  EXPECT_EQ(informer.GetIndexer().Size(), 2u);
+  EXPECT_EQ(informer.GetReflectorCounters().staged_lists, 0);
+  informer.Stop();
 }
 
 TEST(SharedInformerTest, ConcurrentReadersWhileEventsFlow) {

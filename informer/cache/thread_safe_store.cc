@@ -194,6 +194,35 @@ void ThreadSafeStore::Replace(ItemMap items,
   // The previous contents and indexes are destroyed here, outside the lock.
 }
 
+bool ThreadSafeStore::AdoptIfEmpty(ThreadSafeStore* staged) {
+  CHECK(staged != this) << "ThreadSafeStore::AdoptIfEmpty from itself";
+  IndexMap old_indices;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!items_.empty()) return false;
+    absl::MutexLock staged_lock(&staged->mu_);
+    items_.swap(staged->items_);
+    IndexMap adopted;
+    for (auto& [name, named] : indices_) {
+      NamedIndex& mine = adopted[name];
+      mine.func = named.func;
+      auto it = staged->indices_.find(name);
+      if (it != staged->indices_.end()) {
+        mine.index.swap(it->second.index);
+      } else {
+        for (const Entry& entry : items_) {
+          UpdateIndex(mine, &entry, nullptr, entry.second.get());
+        }
+      }
+    }
+    indices_.swap(adopted);
+    old_indices.swap(adopted);
+    // `staged` keeps its index functions, now over no items.
+    for (auto& [name, named] : staged->indices_) named.index.clear();
+  }
+  return true;
+}
+
 absl::StatusOr<std::vector<ObjectPtr>> ThreadSafeStore::Index(
     absl::string_view index_name, const Object& obj) const {
   absl::ReaderMutexLock lock(&mu_);

@@ -164,6 +164,17 @@ class ThreadSafeStore {
   void Replace(ItemMap items, absl::string_view resource_version)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Takes `staged`'s whole contents, indexes included, if this store is
+  // empty, and returns true; `staged` is left empty. Returns false and
+  // changes nothing when this store holds anything. An index this store has
+  // and `staged` lacks (added while `staged` was being filled) is built from
+  // the adopted items; one only `staged` has is dropped. Entry addresses
+  // survive (node_hash_map nodes do not move), so this is O(indexes), not
+  // O(items), for a `staged` built with the same index functions: the way
+  // to fill a cache out of sight and publish it in one step. `staged` must
+  // not be this store and must not be used concurrently.
+  bool AdoptIfEmpty(ThreadSafeStore* staged) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Objects that share at least one value of index `index_name` with `obj`
   // (which need not be in the store). Each object appears once.
   absl::StatusOr<std::vector<ObjectPtr>> Index(absl::string_view index_name,

@@ -286,6 +286,68 @@ TEST(ThreadSafeStoreTest, ReplaceSwapsTheContentsAndRebuildsIndices) {
               ElementsAre("keep"));
 }
 
+TEST(ThreadSafeStoreTest, AdoptIfEmptyTakesAStagedStoreWithItsIndexes) {
+  ThreadSafeStore staged(TestIndexers());
+  staged.Add("a/x", Obj("a", "x", "red,blue"));
+  staged.Add("b/y", Obj("b", "y", "red"));
+  ThreadSafeStore store(TestIndexers());
+  ASSERT_TRUE(store.AdoptIfEmpty(&staged));
+
+  EXPECT_THAT(store.ListKeys(), UnorderedElementsAre("a/x", "b/y"));
+  EXPECT_THAT(NamesOrDie(store.ByIndex(kTagsIndex, "red")),
+              UnorderedElementsAre("x", "y"));
+  EXPECT_THAT(ValuesOrDie(store.ListIndexFuncValues(kNamespaceIndex)),
+              UnorderedElementsAre("a", "b"));
+  // The staged store is left empty, with its index functions.
+  EXPECT_EQ(staged.Size(), 0u);
+  EXPECT_THAT(ValuesOrDie(staged.ListIndexFuncValues(kTagsIndex)), IsEmpty());
+  // The adopted indexes are live: later writes keep them exact.
+  store.Update("a/x", Obj("a", "x", "blue", "2"));
+  store.Delete("b/y");
+  EXPECT_THAT(NamesOrDie(store.ByIndex(kTagsIndex, "red")), IsEmpty());
+  EXPECT_THAT(ValuesOrDie(store.ListIndexFuncValues(kTagsIndex)),
+              ElementsAre("blue"));
+  EXPECT_THAT(ValuesOrDie(store.ListIndexFuncValues(kNamespaceIndex)),
+              ElementsAre("a"));
+}
+
+TEST(ThreadSafeStoreTest, AdoptIfEmptyChangesNothingWhenTheStoreHoldsItems) {
+  ThreadSafeStore staged(TestIndexers());
+  staged.Add("a/x", Obj("a", "x", "red"));
+  ThreadSafeStore store(TestIndexers());
+  store.Add("c/z", Obj("c", "z", "green"));
+  EXPECT_FALSE(store.AdoptIfEmpty(&staged));
+  EXPECT_THAT(store.ListKeys(), ElementsAre("c/z"));
+  EXPECT_THAT(ValuesOrDie(store.ListIndexFuncValues(kTagsIndex)),
+              ElementsAre("green"));
+  EXPECT_THAT(staged.ListKeys(), ElementsAre("a/x"));
+  EXPECT_THAT(NamesOrDie(staged.ByIndex(kTagsIndex, "red")), ElementsAre("x"));
+}
+
+TEST(ThreadSafeStoreTest, AdoptIfEmptyBuildsIndexesTheStagedStoreLacks) {
+  // An index added to the target while the staged store was filling.
+  ThreadSafeStore staged(
+      Indexers{{std::string(kNamespaceIndex), MetaNamespaceIndexFunc}});
+  staged.Add("a/x", Obj("a", "x", "red"));
+  staged.Add("b/y", Obj("b", "y", "red,blue"));
+  ThreadSafeStore store(TestIndexers());
+  ASSERT_TRUE(store.AdoptIfEmpty(&staged));
+  EXPECT_THAT(NamesOrDie(store.ByIndex(kTagsIndex, "red")),
+              UnorderedElementsAre("x", "y"));
+  EXPECT_THAT(NamesOrDie(store.ByIndex(kNamespaceIndex, "b")),
+              ElementsAre("y"));
+  // An index only the staged store had is not carried over.
+  ThreadSafeStore staged2(TestIndexers());
+  staged2.Add("a/x", Obj("a", "x", "red"));
+  ThreadSafeStore store2(
+      Indexers{{std::string(kNamespaceIndex), MetaNamespaceIndexFunc}});
+  ASSERT_TRUE(store2.AdoptIfEmpty(&staged2));
+  EXPECT_EQ(store2.ByIndex(kTagsIndex, "red").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_THAT(NamesOrDie(store2.ByIndex(kNamespaceIndex, "a")),
+              ElementsAre("x"));
+}
+
 TEST(ThreadSafeStoreTest, KeysOutliveTheObjectsTheyWereFirstStoredWith) {
   // A key equal to its object's Key() shares that object's string; when the
   // object is replaced and released the key must follow the new object.

@@ -138,6 +138,21 @@ absl::StatusOr<ObjectList> ResourceClient::List(const ListOptions& options) {
   return Fetch(options, nullptr);
 }
 
+absl::StatusOr<ObjectList> ResourceClient::ListWithItems(
+    const ListOptions& options, const ItemFn& on_item) {
+  std::unique_ptr<Prefetch> ready = TakePrefetch(ListPath(options));
+  if (ready == nullptr) return Fetch(options, nullptr, &on_item);
+  ready->thread.join();
+  // Decoded already, on the prefetch thread: hand the items over now.
+  if (ready->result.ok()) {
+    for (const ObjectPtr& item : ready->result->items) {
+      absl::Status st = on_item(item);
+      if (!st.ok()) return st;
+    }
+  }
+  return std::move(ready->result);
+}
+
 std::unique_ptr<ResourceClient::Prefetch> ResourceClient::TakePrefetch(
     const std::string& path) {
   std::unique_ptr<Prefetch> p;
@@ -181,7 +196,8 @@ void ResourceClient::StartPrefetchLocked(ListOptions next) {
 }
 
 absl::StatusOr<ObjectList> ResourceClient::Fetch(
-    const ListOptions& options, const std::atomic<bool>* cancel) {
+    const ListOptions& options, const std::atomic<bool>* cancel,
+    const ItemFn* on_item) {
   HttpRequest req;
   req.path = ListPath(options);
   if (options_.metadata_only) req.accept = kAcceptMetadataList;
@@ -204,6 +220,7 @@ absl::StatusOr<ObjectList> ResourceClient::Fetch(
       StartPrefetch(std::move(next));
     };
   }
+  if (on_item != nullptr) decode.on_item = *on_item;
   StreamingListDecoder decoder(options_.transform, decode);
   req.body_sink = [&decoder](absl::string_view chunk) {
     return decoder.Feed(chunk);

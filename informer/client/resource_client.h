@@ -74,6 +74,10 @@ class ResourceClient final : public ListerWatcher {
   ~ResourceClient() override;
 
   absl::StatusOr<ObjectList> List(const ListOptions& options) override;
+  // Hands over the items as the streaming decoder completes them, during
+  // the download (a prefetched page's once it is taken).
+  absl::StatusOr<ObjectList> ListWithItems(const ListOptions& options,
+                                           const ItemFn& on_item) override;
   absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
       const WatchOptions& options) override;
 
@@ -102,9 +106,10 @@ class ResourceClient final : public ListerWatcher {
   struct Prefetch;
 
   // One list request, decoded while it downloads. `cancel` (may be null)
-  // abandons it.
+  // abandons it. `on_item` (may be null) gets each item as it is decoded.
   absl::StatusOr<ObjectList> Fetch(const ListOptions& options,
-                                   const std::atomic<bool>* cancel);
+                                   const std::atomic<bool>* cancel,
+                                   const ItemFn* on_item = nullptr);
   // Starts fetching `next` in the background. While a prefetch is pending
   // (its own head named `next`), `next` waits until the pager takes that
   // one, so every page is prefetched while at most one runs ahead.

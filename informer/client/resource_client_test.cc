@@ -20,6 +20,7 @@ namespace informer {
 namespace client {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string Recorded(const std::string& name) {
@@ -291,6 +292,95 @@ TEST_F(ResourceClientTest, PagerGetsEachNextPagePrefetchedOnce) {
 // Every page is prefetched, not every other one: the page after a
 // prefetched one goes out when the pager takes the prefetched one (or
 // earlier), before the pager asks for it.
+TEST_F(ResourceClientTest, ListWithItemsHandsOverItemsWhileTheBodyArrives) {
+  // The server sends the first half of the list, then waits until the
+  // client has handed over an item before it sends the rest: only a client
+  // that hands items over during the download gets the whole list.
+  const std::string body = BigList(2000);
+  const size_t half = body.size() / 2;
+  absl::Notification item_seen;
+  bool waited_for_client = false;
+  srv_.server().Get(
+      "/api/v1/namespaces/demo/configmaps",
+      [&](const httplib::Request&, httplib::Response& res) {
+        res.set_chunked_content_provider(
+            "application/json", [&](size_t, httplib::DataSink& sink) {
+              sink.write(body.data(), half);
+              waited_for_client =
+                  item_seen.WaitForNotificationWithTimeout(absl::Seconds(30));
+              sink.write(body.data() + half, body.size() - half);
+              sink.done();
+              return true;
+            });
+      });
+  StartAndConnect();
+  // Inline decoding, where an item is handed over as its last byte is in.
+  // (With decoding threads, items are handed over with the next chunk
+  // after their batch is decoded: see the decoder's tests.)
+  ResourceClientOptions options;
+  options.list_decode_threads = 0;
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo", options);
+  std::vector<ObjectPtr> seen;
+  auto list = client.ListWithItems(ListOptions(), [&](const ObjectPtr& obj) {
+    seen.push_back(obj);
+    if (!item_seen.HasBeenNotified()) item_seen.Notify();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_TRUE(waited_for_client) << "no item before the body ended";
+  ASSERT_EQ(seen.size(), 2000u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    ASSERT_EQ(seen[i], list->items[i]) << i;
+  }
+}
+
+TEST_F(ResourceClientTest, ListWithItemsCoversPrefetchedPagesInOrder) {
+  PagedServer pages(srv_.server());
+  StartAndConnect();
+  ResourceClient client(transport_.get(), ConfigMaps(), "demo");
+  std::vector<std::string> seen;
+  const ListerWatcher::ItemFn on_item = [&seen](const ObjectPtr& obj) {
+    seen.push_back(obj->Key());
+    return absl::OkStatus();
+  };
+  std::string token;
+  do {
+    auto page = client.ListWithItems(Page(token), on_item);
+    ASSERT_TRUE(page.ok()) << page.status();
+    token = page->continue_token;
+    // The next page was requested (prefetched) before the pager asks.
+    if (!token.empty()) ASSERT_TRUE(pages.AwaitRequest(token));
+  } while (!token.empty());
+  EXPECT_THAT(seen, ElementsAre("demo/p1-0", "demo/p1-1", "demo/p2-0",
+                                "demo/p2-1", "demo/p3-0", "demo/p3-1"));
+  EXPECT_EQ(pages.Requests("c2"), 1);
+  EXPECT_EQ(pages.Requests("c3"), 1);
+}
+
+TEST_F(ResourceClientTest, AnItemCallbackErrorFailsTheList) {
+  ServeStream("/api/v1/namespaces/demo/configmaps", BigList(3000), 7777);
+  StartAndConnect();
+  for (int threads : {0, 2}) {
+    ResourceClientOptions options;
+    options.list_decode_threads = threads;
+    ResourceClient client(transport_.get(), ConfigMaps(), "demo", options);
+    int calls = 0;
+    auto list = client.ListWithItems(
+        ListOptions(), [&calls](const ObjectPtr& obj) {
+          ++calls;
+          return obj->name() == "cm-1500"
+                     ? absl::AbortedError("cannot stage cm-1500")
+                     : absl::OkStatus();
+        });
+    ASSERT_FALSE(list.ok()) << threads;
+    EXPECT_EQ(list.status().code(), absl::StatusCode::kAborted);
+    EXPECT_THAT(std::string(list.status().message()),
+                HasSubstr("GET /api/v1/namespaces/demo/configmaps: cannot "
+                          "stage cm-1500"));
+    EXPECT_EQ(calls, 1501) << threads;
+  }
+}
+
 TEST_F(ResourceClientTest, EveryNextPageIsRequestedBeforeThePagerAsks) {
   PagedServer pages(srv_.server());
   StartAndConnect();

@@ -6,6 +6,7 @@
 // tests (client-go's cache.ListerWatcher).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -75,6 +76,24 @@ class ListerWatcher {
   // is FAILED_PRECONDITION whose message starts with "410", see
   // api_error.h once the API client exists.
   virtual absl::StatusOr<ObjectList> List(const ListOptions& options) = 0;
+  // List, also handing every item to `on_item`, in list order, as soon as
+  // it is decoded: with a source that decodes while the response arrives,
+  // during the download, so that a caller can build from the items while
+  // the rest is on its way. The result holds the items too. An error from
+  // on_item fails the list with that error (the transfer is abandoned).
+  // on_item runs on the calling thread. This default calls List and then
+  // hands over its items; sources that stream override it.
+  using ItemFn = std::function<absl::Status(const ObjectPtr& item)>;
+  virtual absl::StatusOr<ObjectList> ListWithItems(const ListOptions& options,
+                                                   const ItemFn& on_item) {
+    absl::StatusOr<ObjectList> list = List(options);
+    if (!list.ok()) return list;
+    for (const ObjectPtr& item : list->items) {
+      absl::Status st = on_item(item);
+      if (!st.ok()) return st;
+    }
+    return list;
+  }
   virtual absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
       const WatchOptions& options) = 0;
   // Response body bytes received so far by List and Watch (for metrics);

@@ -447,6 +447,7 @@ struct StreamingListDecoder::Batch {
   std::vector<size_t> ends;  // end offset of each item in `text`
   std::vector<ObjectPtr> out;
   absl::Status status;  // the first bad item's error
+  bool done = false;    // decoded (Shared::mu)
 
   void Decode(const json_internal::DropNode& drops) {
     out.reserve(ends.size());
@@ -498,6 +499,7 @@ struct StreamingListDecoder::Shared {
     text.clear();
     absl::MutexLock lock(&mu);
     --decoding;
+    b->done = true;
     if (!b->status.ok()) bad_item = true;
     spare.push_back(std::move(text));
   }
@@ -565,6 +567,10 @@ absl::Status StreamingListDecoder::OnItem(absl::string_view text) {
     absl::StatusOr<ObjectPtr> obj =
         DecodeItem(text, next_index_ - 1, *shared_->drops);
     if (!obj.ok()) return obj.status();
+    if (options_.on_item) {
+      absl::Status st = options_.on_item(*obj);
+      if (!st.ok()) return st;
+    }
     current_->out.push_back(*std::move(obj));
     return absl::OkStatus();
   }
@@ -623,9 +629,35 @@ absl::Status StreamingListDecoder::Feed(absl::string_view chunk) {
     // A worker found a bad item: report the first one in list order, which
     // may be in a batch still queued or being decoded.
     if (bad_item) status_ = Drain();
+    if (status_.ok()) status_ = DeliverDecoded();
   }
   failed_ = !status_.ok();
   return status_;
+}
+
+absl::Status StreamingListDecoder::DeliverDecoded() {
+  if (!options_.on_item) return absl::OkStatus();
+  std::vector<const Batch*> ready;
+  {
+    absl::MutexLock lock(&shared_->mu);
+    const auto& batches = shared_->batches;
+    // A bad batch stops the hand-over: Drain reports it.
+    while (delivered_batches_ < batches.size() &&
+           batches[delivered_batches_]->done &&
+           batches[delivered_batches_]->status.ok()) {
+      ready.push_back(batches[delivered_batches_].get());
+      ++delivered_batches_;
+    }
+  }
+  // Outside the lock: the workers go on decoding meanwhile. A handed-over
+  // batch is only read here and moved from in Finish, after this.
+  for (const Batch* b : ready) {
+    for (const ObjectPtr& obj : b->out) {
+      absl::Status st = options_.on_item(obj);
+      if (!st.ok()) return st;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StreamingListDecoder::Drain() {
@@ -660,6 +692,10 @@ absl::StatusOr<ObjectList> StreamingListDecoder::Finish() {
   shared_->StopWorkers();
   if (!items.ok()) return items;
   if (!st.ok()) return st;
+  if (options_.decode_threads > 0) {
+    absl::Status delivered = DeliverDecoded();
+    if (!delivered.ok()) return delivered;
+  }
   std::vector<std::unique_ptr<Batch>> batches;
   {
     absl::MutexLock lock(&shared_->mu);

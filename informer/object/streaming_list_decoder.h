@@ -148,6 +148,12 @@ class StreamingListDecoder {
     // it); not called when the part before the items does not decode on
     // its own. Either way the final result is unaffected.
     std::function<void(const ObjectList& head)> on_head;
+    // Optional: called on the feeding thread with every item, in list
+    // order, once it and every item before it are decoded: from Feed while
+    // the body still arrives, the rest from Finish. The items are in
+    // Finish's result as well. An error fails the body as a bad item does
+    // (Feed returns it, and so does Finish).
+    std::function<absl::Status(const ObjectPtr& item)> on_item;
   };
 
   explicit StreamingListDecoder(const TransformOptions& transform = {});
@@ -180,12 +186,16 @@ class StreamingListDecoder {
   // Decodes the queued batches here too and waits for the workers; returns
   // the first bad item's error (list order), OK if none.
   absl::Status Drain();
+  // Hands the items of the decoded batches not yet handed over, up to the
+  // first batch still pending, to Options::on_item (threaded decoding).
+  absl::Status DeliverDecoded();
 
   const TransformOptions transform_;
   const Options options_;
   std::unique_ptr<Shared> shared_;  // batches, queue, workers
   std::unique_ptr<Batch> current_;  // being filled by the feeding thread
   size_t next_index_ = 0;           // list index of the next item
+  size_t delivered_batches_ = 0;    // batches handed to on_item
   ListItemSplitter splitter_;
   absl::Status status_;  // the feeding thread's first error
   bool failed_ = false;

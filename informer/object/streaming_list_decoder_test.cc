@@ -2,6 +2,7 @@
 
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -402,6 +403,85 @@ TEST(StreamingListDecoderTest, ParallelDecodeReportsTheFirstBadItem) {
     EXPECT_EQ(list->items[i]->Key(), absl::StrCat("ns/p", i));
   }
   EXPECT_EQ(list->resource_version, "6");
+}
+
+std::string NumberedList(int n) {
+  std::string body = R"({"metadata":{"resourceVersion":"6"},"items":[)";
+  for (int i = 0; i < n; ++i) {
+    absl::StrAppend(&body, i > 0 ? "," : "", R"({"metadata":{"name":"p)", i,
+                    R"(","namespace":"ns"}})");
+  }
+  return body + "]}";
+}
+
+TEST(StreamingListDecoderTest, InlineDecodingHandsOverEachItemAsItsLastByteArrives) {
+  const std::string body = NumberedList(5);
+  std::vector<std::string> seen;
+  StreamingListDecoder::Options options;
+  options.on_item = [&seen](const ObjectPtr& obj) {
+    seen.push_back(obj->Key());
+    return absl::OkStatus();
+  };
+  StreamingListDecoder d({}, options);
+  // Up to and including the third item's closing brace.
+  const size_t third_end = body.find(R"("p2","namespace":"ns"}})") + 23;
+  ASSERT_TRUE(d.Feed(absl::string_view(body).substr(0, third_end)).ok());
+  EXPECT_THAT(seen, ElementsAre("ns/p0", "ns/p1", "ns/p2"));
+  ASSERT_TRUE(d.Feed(absl::string_view(body).substr(third_end)).ok());
+  absl::StatusOr<ObjectList> list = d.Finish();
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_THAT(seen, ElementsAre("ns/p0", "ns/p1", "ns/p2", "ns/p3", "ns/p4"));
+  EXPECT_EQ(list->items.size(), 5u) << "the result holds the items too";
+}
+
+TEST(StreamingListDecoderTest, ParallelDecodingHandsOverItemsInListOrder) {
+  const std::string body = NumberedList(400);
+  std::mt19937 rng(21);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat("threads ", threads));
+    std::vector<ObjectPtr> seen;
+    bool other_thread = false;
+    const std::thread::id feeder = std::this_thread::get_id();
+    StreamingListDecoder::Options options;
+    options.decode_threads = threads;
+    options.batch_bytes = 200;
+    options.on_item = [&](const ObjectPtr& obj) {
+      if (std::this_thread::get_id() != feeder) other_thread = true;
+      seen.push_back(obj);
+      return absl::OkStatus();
+    };
+    absl::StatusOr<ObjectList> list = Stream(body, -1, &rng, {}, options);
+    ASSERT_TRUE(list.ok()) << list.status();
+    EXPECT_FALSE(other_thread) << "on_item runs on the feeding thread";
+    ASSERT_EQ(seen.size(), 400u);
+    for (int i = 0; i < 400; ++i) {
+      EXPECT_EQ(seen[i], list->items[i]) << "the same objects, in order";
+    }
+  }
+}
+
+TEST(StreamingListDecoderTest, AnItemCallbackErrorFailsTheBody) {
+  const std::string body = NumberedList(300);
+  std::mt19937 rng(22);
+  for (int threads : {0, 2}) {
+    SCOPED_TRACE(absl::StrCat("threads ", threads));
+    int calls = 0;
+    StreamingListDecoder::Options options;
+    options.decode_threads = threads;
+    options.batch_bytes = 100;
+    options.on_item = [&calls](const ObjectPtr& obj) {
+      ++calls;
+      if (obj->name() == "p120") {
+        return absl::FailedPreconditionError("transform refused p120");
+      }
+      return absl::OkStatus();
+    };
+    absl::StatusOr<ObjectList> r = Stream(body, 512, &rng, {}, options);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("p120"));
+    EXPECT_EQ(calls, 121) << "nothing after the refused item is handed over";
+  }
 }
 
 TEST(StreamingListDecoderTest, HeadReportsMetadataBeforeTheItems) {
