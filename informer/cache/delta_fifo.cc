@@ -233,12 +233,16 @@ absl::Status DeltaFIFO::Replace(const std::vector<ObjectPtr>& list,
 }
 
 bool DeltaFIFO::ReplaceApplied(
+    absl::string_view resource_version,
     absl::FunctionRef<bool(bool is_initial_list)> apply) {
   absl::MutexLock lock(&mu_);
   if (!queue_.empty() || !apply(!populated_)) return false;
   // Everything a Replace would have queued has been applied: as far as
-  // HasSynced is concerned, an initial list fully popped.
+  // HasSynced is concerned, an initial list fully popped; and the store is
+  // at the list's RV before anyone can see it synced.
   populated_ = true;
+  noted_rv_ = std::string(resource_version);
+  MarkAppliedLocked();
   return true;
 }
 

@@ -203,13 +203,16 @@ class DeltaFIFO {
   // publish the list to the consumer's store and handlers in one step, as
   // every pop of a Replace would have; it returns whether it did. Its
   // argument says whether this is the initial list (no Replace before,
-  // the pops' is_in_initial_list). On true,
+  // the pops' is_in_initial_list). On true, `resource_version` becomes the
+  // AppliedResourceVersion() at once, in the same critical section (as
+  // NoteResourceVersion would with nothing queued), and
   // the list counts as popped: a first Replace this way makes HasSynced
   // true at once. Returns false without calling `apply` when keys are
   // queued (their deltas must reach the store first; the caller then
   // Replaces as usual), and passes on `apply`'s false. Like a process
   // function, `apply` must not call into this FIFO.
-  bool ReplaceApplied(absl::FunctionRef<bool(bool is_initial_list)> apply)
+  bool ReplaceApplied(absl::string_view resource_version,
+                      absl::FunctionRef<bool(bool is_initial_list)> apply)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Queues kSync for every known_objects key that has no queued deltas. A

@@ -419,35 +419,35 @@ TEST(DeltaFIFOTest, ReplaceAppliedPublishesAListWhenNothingIsQueued) {
   DeltaFIFO fifo(DeltaFIFO::Options{});
   std::vector<bool> calls;
   // The consumer refuses: nothing changes.
-  EXPECT_FALSE(fifo.ReplaceApplied([&](bool initial) {
+  EXPECT_FALSE(fifo.ReplaceApplied("5", [&](bool initial) {
     calls.push_back(initial);
     return false;
   }));
   EXPECT_FALSE(fifo.HasSynced());
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "") << "refused: nothing applied";
   // The consumer applies the initial list itself: synced at once, nothing
   // to pop.
-  EXPECT_TRUE(fifo.ReplaceApplied([&](bool initial) {
+  EXPECT_TRUE(fifo.ReplaceApplied("5", [&](bool initial) {
     calls.push_back(initial);
     return true;
   }));
   EXPECT_TRUE(fifo.HasSynced());
   EXPECT_EQ(fifo.Len(), 0u);
   // A later one is no longer the initial list.
-  EXPECT_TRUE(fifo.ReplaceApplied([&](bool initial) {
+  EXPECT_TRUE(fifo.ReplaceApplied("5", [&](bool initial) {
     calls.push_back(initial);
     return true;
   }));
   EXPECT_THAT(calls, ElementsAre(true, true, false));
-  // The RV noted after it is applied at once: nothing is queued.
-  fifo.NoteResourceVersion("7");
-  EXPECT_EQ(fifo.AppliedResourceVersion(), "7");
+  // The list's RV is applied with it, in the same critical section.
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "5");
 }
 
 TEST(DeltaFIFOTest, ReplaceAppliedIsRefusedWhileKeysAreQueued) {
   DeltaFIFO fifo(DeltaFIFO::Options{});
   ASSERT_TRUE(fifo.Add(Obj("a", "1")).ok());
   bool called = false;
-  EXPECT_FALSE(fifo.ReplaceApplied([&](bool) {
+  EXPECT_FALSE(fifo.ReplaceApplied("5", [&](bool) {
     called = true;
     return true;
   }));

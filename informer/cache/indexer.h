@@ -63,7 +63,9 @@ class Indexer final : public KeyListerGetter {
 
   // Takes `staged`'s contents and indexes if this indexer is empty (see
   // ThreadSafeStore::AdoptIfEmpty); false, nothing changed, otherwise.
-  bool AdoptIfEmpty(Indexer* staged) { return store_.AdoptIfEmpty(&staged->store_); }
+  bool AdoptIfEmpty(Indexer* staged) {
+    return store_.AdoptIfEmpty(&staged->store_);
+  }
 
   // Index queries; see ThreadSafeStore. Unknown index names -> NotFound.
   absl::StatusOr<std::vector<ObjectPtr>> Index(absl::string_view index_name,

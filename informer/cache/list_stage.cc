@@ -19,9 +19,10 @@ absl::Status IndexerListStage::Add(const ObjectPtr& obj) {
   return absl::OkStatus();
 }
 
-bool IndexerListStage::Commit(const std::vector<ObjectPtr>& items) {
+bool IndexerListStage::Commit(const std::vector<ObjectPtr>& items,
+                              absl::string_view resource_version) {
   if (duplicate_key_ || items.size() != added_) return false;
-  return commit_(&staged_, items);
+  return commit_(&staged_, items, resource_version);
 }
 
 }  // namespace informer

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "informer/cache/indexer.h"
 #include "informer/object/object.h"
 
@@ -32,11 +33,12 @@ class ListStage {
   // The list's next item, in list order, as it arrives. An error fails the
   // list with it.
   virtual absl::Status Add(const ObjectPtr& obj) = 0;
-  // The list is complete; `items` are the ones handed to Add, in order.
-  // Makes them the consumer's state in one step and returns true, or
-  // returns false having changed nothing (the caller then hands the list
-  // to the DeltaFIFO's Replace as usual).
-  virtual bool Commit(const std::vector<ObjectPtr>& items) = 0;
+  // The list is complete, at `resource_version`; `items` are the ones
+  // handed to Add, in order. Makes them the consumer's state in one step
+  // and returns true, or returns false having changed nothing (the caller
+  // then hands the list to the DeltaFIFO's Replace as usual).
+  virtual bool Commit(const std::vector<ObjectPtr>& items,
+                      absl::string_view resource_version) = 0;
 };
 
 // A ListStage that builds an Indexer with a target's index functions; its
@@ -48,12 +50,14 @@ class ListStage {
 class IndexerListStage final : public ListStage {
  public:
   using CommitFn = std::function<bool(Indexer* staged,
-                                      const std::vector<ObjectPtr>& items)>;
+                                      const std::vector<ObjectPtr>& items,
+                                      absl::string_view resource_version)>;
 
   IndexerListStage(const Indexers& indexers, CommitFn commit);
 
   absl::Status Add(const ObjectPtr& obj) override;
-  bool Commit(const std::vector<ObjectPtr>& items) override;
+  bool Commit(const std::vector<ObjectPtr>& items,
+              absl::string_view resource_version) override;
 
   const Indexer& staged() const { return staged_; }
 

@@ -45,7 +45,9 @@ TEST(IndexerListStageTest, BuildsTheIndexedCacheAsItemsArriveAndCommitsIt) {
   std::vector<std::string> staged_in_a;
   IndexerListStage stage(
       NamespaceIndexers(),
-      [&](Indexer* staged, const std::vector<ObjectPtr>& items) {
+      [&](Indexer* staged, const std::vector<ObjectPtr>& items,
+          absl::string_view rv) {
+        EXPECT_EQ(rv, "9");
         committed_keys = Keys(items);
         absl::StatusOr<std::vector<std::string>> a =
             staged->IndexKeys(kNamespaceIndex, "a");
@@ -62,7 +64,7 @@ TEST(IndexerListStageTest, BuildsTheIndexedCacheAsItemsArriveAndCommitsIt) {
   EXPECT_EQ(stage.staged().Size(), 3u);
   EXPECT_THAT(Keys(stage.staged().ByIndex(kNamespaceIndex, "b").value()),
               ElementsAre("b/y"));
-  EXPECT_TRUE(stage.Commit(items));
+  EXPECT_TRUE(stage.Commit(items, "9"));
   EXPECT_THAT(committed_keys, ElementsAre("a/x", "b/y", "a/z"));
   EXPECT_THAT(staged_in_a, UnorderedElementsAre("a/x", "a/z"));
 }
@@ -70,7 +72,7 @@ TEST(IndexerListStageTest, BuildsTheIndexedCacheAsItemsArriveAndCommitsIt) {
 TEST(IndexerListStageTest, AListWithADuplicateKeyIsNotCommitted) {
   bool called = false;
   IndexerListStage stage(NamespaceIndexers(),
-                         [&](Indexer*, const std::vector<ObjectPtr>&) {
+                         [&](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
                            called = true;
                            return true;
                          });
@@ -79,36 +81,40 @@ TEST(IndexerListStageTest, AListWithADuplicateKeyIsNotCommitted) {
                                   ConfigMap("a", "x", "3")};
   for (const ObjectPtr& obj : items) ASSERT_TRUE(stage.Add(obj).ok());
   // The FIFO's Replace then gives the key both objects, as client-go does.
-  EXPECT_FALSE(stage.Commit(items));
+  EXPECT_FALSE(stage.Commit(items, "9"));
   EXPECT_FALSE(called);
 }
 
 TEST(IndexerListStageTest, ItemsOtherThanTheStagedOnesAreNotCommitted) {
   bool called = false;
   IndexerListStage stage(NamespaceIndexers(),
-                         [&](Indexer*, const std::vector<ObjectPtr>&) {
+                         [&](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
                            called = true;
                            return true;
                          });
   ObjectPtr x = ConfigMap("a", "x");
   ASSERT_TRUE(stage.Add(x).ok());
-  EXPECT_FALSE(stage.Commit({x, ConfigMap("a", "y")}));
+  EXPECT_FALSE(stage.Commit({x, ConfigMap("a", "y")}, "9"));
   EXPECT_FALSE(called);
 }
 
 TEST(IndexerListStageTest, ACommitFunctionsRefusalIsPassedOn) {
   IndexerListStage stage(
       NamespaceIndexers(),
-      [](Indexer*, const std::vector<ObjectPtr>&) { return false; });
+      [](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
+        return false;
+      });
   ObjectPtr x = ConfigMap("a", "x");
   ASSERT_TRUE(stage.Add(x).ok());
-  EXPECT_FALSE(stage.Commit({x}));
+  EXPECT_FALSE(stage.Commit({x}, "9"));
 }
 
 TEST(IndexerListStageTest, RefusesANullObject) {
   IndexerListStage stage(
       NamespaceIndexers(),
-      [](Indexer*, const std::vector<ObjectPtr>&) { return true; });
+      [](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
+        return true;
+      });
   absl::Status st = stage.Add(nullptr);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
 }

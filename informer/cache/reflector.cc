@@ -126,6 +126,13 @@ ListOptions Reflector::StartList() {
 
 absl::Status Reflector::AppendPage(ObjectList page,
                                    std::vector<ObjectPtr>* items) {
+  if (items->empty() && !options_.transform &&
+      page.remaining_item_count == 0) {
+    // The whole list in one page (e.g. from the watch cache): its vector,
+    // sized by the decoder, is the list.
+    *items = std::move(page.items);
+    return absl::OkStatus();
+  }
   if (items->empty() && page.remaining_item_count > 0) {
     // The first page says how many follow: one allocation for the list
     // (bounded, the count is the server's word).
@@ -184,13 +191,18 @@ Reflector::State Reflector::DoList() {
   const absl::Time list_start = clock_->Now();
   std::vector<ObjectPtr> items;
   std::string list_rv;
-  // Staged: the items go to the stage (and `items`) as they are decoded,
-  // while the rest of the list downloads.
+  // Staged: the items go to the stage as they are decoded, while the rest
+  // of the list downloads. Without a transform, `items` then takes each
+  // page's own vector, sized once by the decoder: growing a second vector
+  // during the download would leave its outgrown buffers as holes among
+  // the objects being allocated. With one, the transformed objects are
+  // collected here, so that each object is transformed exactly once.
   std::unique_ptr<ListStage> stage =
       options_.begin_list_stage ? options_.begin_list_stage() : nullptr;
-  const ListerWatcher::ItemFn on_item = [this, &items,
-                                         &stage](const ObjectPtr& obj) {
-    return AppendItem(obj, &items, stage.get());
+  const bool collect_staged = stage != nullptr && options_.transform;
+  const ListerWatcher::ItemFn on_item = [&](const ObjectPtr& obj) {
+    if (collect_staged) return AppendItem(obj, &items, stage.get());
+    return stage->Add(obj);
   };
   for (;;) {
     absl::StatusOr<ObjectList> page =
@@ -201,8 +213,8 @@ Reflector::State Reflector::DoList() {
     }
     std::string continue_token = std::move(page->continue_token);
     std::string page_rv = std::move(page->resource_version);
-    absl::Status st = stage != nullptr ? absl::OkStatus()
-                                       : AppendPage(*std::move(page), &items);
+    absl::Status st = collect_staged ? absl::OkStatus()
+                                     : AppendPage(*std::move(page), &items);
     if (!st.ok()) return OnListFailed(st, /*mid_list=*/false);
     if (continue_token.empty()) {
       list_rv = std::move(page_rv);
@@ -220,7 +232,7 @@ Reflector::State Reflector::DoList() {
     if (stopped_) return State::kStopped;
   }
   absl::Status st =
-      ApplyList(items, list_rv, stage.get(), clock_->Now() - list_start);
+      ApplyList(items, list_rv, std::move(stage), clock_->Now() - list_start);
   if (!st.ok()) {
     ReportError(st);
     return BackOff() ? State::kList : State::kStopped;
@@ -239,14 +251,15 @@ Reflector::State Reflector::DoList() {
 
 absl::Status Reflector::ApplyList(const std::vector<ObjectPtr>& items,
                                   const std::string& list_rv,
-                                  ListStage* stage,
+                                  std::unique_ptr<ListStage> stage,
                                   absl::Duration downloaded) {
   const absl::Time listed = clock_->Now();
-  const bool committed = stage != nullptr && stage->Commit(items);
+  const bool committed = stage != nullptr && stage->Commit(items, list_rv);
   if (committed) {
     absl::MutexLock lock(&mu_);
     ++counters_.staged_lists;
   } else {
+    stage.reset();  // a refused stage's cache is not kept meanwhile
     absl::Status st = fifo_->Replace(items, list_rv);
     if (!st.ok()) return st;
   }

@@ -100,7 +100,8 @@ class Reflector {
     // it (422, as v1.24 does). Saves the API server from materialising large
     // list responses when many informers start at once.
     bool use_watch_list = false;
-    // Called after each successful list was handed to the FIFO's Replace.
+    // Called after each successful list was handed to the FIFO's Replace
+    // or committed by its stage.
     std::function<void()> on_replaced;
     // Called as each list (not WatchList) starts: a stage to hand the items
     // to as they arrive and to commit once the list is complete, instead
@@ -172,7 +173,8 @@ class Reflector {
   // Hands a complete list to `stage` (when not null and it commits) or to
   // the FIFO's Replace; logs the list's stages.
   absl::Status ApplyList(const std::vector<ObjectPtr>& items,
-                         const std::string& list_rv, ListStage* stage,
+                         const std::string& list_rv,
+                         std::unique_ptr<ListStage> stage,
                          absl::Duration downloaded);
   // Reports a failed list (`mid_list`: a later page's continue token
   // failed) and picks the next state.

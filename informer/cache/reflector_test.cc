@@ -1,6 +1,10 @@
 #include "informer/cache/reflector.h"
 
+#include <functional>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -310,6 +314,119 @@ TEST_F(ReflectorTest, ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) 
   EXPECT_EQ(reflector_->GetCounters().expired, 1);
 }
 
+
+// What the stages a reflector began saw: per stage, the names added and
+// the commit's item count and RV (-1 while not committed).
+struct StageLog {
+  struct Stage {
+    std::vector<std::string> added;
+    int committed_items = -1;
+    std::string committed_rv;
+  };
+  absl::Mutex mu;
+  std::vector<Stage> stages ABSL_GUARDED_BY(mu);
+  bool accept = true;  // what Commit answers
+};
+
+class RecordingStage final : public ListStage {
+ public:
+  RecordingStage(StageLog* log, size_t index) : log_(log), index_(index) {}
+  absl::Status Add(const ObjectPtr& obj) override {
+    absl::MutexLock lock(&log_->mu);
+    log_->stages[index_].added.emplace_back(obj->name());
+    return absl::OkStatus();
+  }
+  bool Commit(const std::vector<ObjectPtr>& items,
+              absl::string_view resource_version) override {
+    absl::MutexLock lock(&log_->mu);
+    if (!log_->accept) return false;
+    log_->stages[index_].committed_items = static_cast<int>(items.size());
+    log_->stages[index_].committed_rv = std::string(resource_version);
+    return true;
+  }
+
+ private:
+  StageLog* const log_;
+  const size_t index_;
+};
+
+std::function<std::unique_ptr<ListStage>()> Stages(StageLog* log) {
+  return [log]() -> std::unique_ptr<ListStage> {
+    absl::MutexLock lock(&log->mu);
+    log->stages.emplace_back();
+    return std::make_unique<RecordingStage>(log, log->stages.size() - 1);
+  };
+}
+
+TEST_F(ReflectorTest, AStagedListGetsEveryPagesItemsInOrderAndSkipsTheFifo) {
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(source_.Add("ns", absl::StrCat("p", i)).ok());
+  }
+  StageLog log;
+  Reflector::Options opts;
+  opts.page_size = 3;  // three pages, one stage
+  opts.begin_list_stage = Stages(&log);
+  StartReflector(opts);
+  WaitForReplaces(1);
+  {
+    absl::MutexLock lock(&log.mu);
+    ASSERT_EQ(log.stages.size(), 1u);
+    EXPECT_EQ(log.stages[0].added,
+              (std::vector<std::string>{"p0", "p1", "p2", "p3", "p4", "p5",
+                                        "p6"}));
+    EXPECT_EQ(log.stages[0].committed_items, 7);
+    EXPECT_EQ(log.stages[0].committed_rv, source_.CurrentResourceVersion());
+  }
+  EXPECT_EQ(fifo_.Len(), 0u) << "committed by the stage, not Replaced";
+  EXPECT_EQ(reflector_->GetCounters().staged_lists, 1);
+  // Live events still go through the FIFO.
+  source_.WaitForWatches(1);
+  ASSERT_TRUE(source_.Add("ns", "new").ok());
+  EXPECT_EQ(PopOne(), "Added new");
+}
+
+TEST_F(ReflectorTest, ARefusedStageFallsBackToReplace) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(source_.Add("ns", absl::StrCat("p", i)).ok());
+  }
+  StageLog log;
+  log.accept = false;
+  Reflector::Options opts;
+  opts.begin_list_stage = Stages(&log);
+  StartReflector(opts);
+  WaitForReplaces(1);
+  EXPECT_EQ(fifo_.Len(), 3u);
+  EXPECT_EQ(reflector_->GetCounters().staged_lists, 0);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(PopOne(), absl::StrCat("Replaced p", i));
+  }
+}
+
+TEST_F(ReflectorTest, AListRestartedMidWayGetsAFreshStage) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  ExpireFirstContinue lw(&source_);
+  StageLog log;
+  Reflector::Options opts;
+  opts.page_size = 1;
+  opts.random_seed = 7;
+  opts.begin_list_stage = Stages(&log);
+  opts.on_replaced = [this] {
+    absl::MutexLock lock(&mu_);
+    ++replaces_;
+  };
+  reflector_ = std::make_unique<Reflector>(&lw, &fifo_, &clock_, opts);
+  thread_ = std::thread([this] { reflector_->Run(); });
+  WaitForReplaces(1);
+  absl::MutexLock lock(&log.mu);
+  ASSERT_EQ(log.stages.size(), 2u);
+  // The first page went to a stage that was dropped when its continue
+  // token expired; the restarted list filled a new one.
+  EXPECT_EQ(log.stages[0].added, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(log.stages[0].committed_items, -1);
+  EXPECT_EQ(log.stages[1].added, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(log.stages[1].committed_items, 2);
+}
 
 ApiStatus ExpiredApiStatus() {
   ApiStatus st;

@@ -170,10 +170,15 @@ absl::Status SharedIndexInformer::Start() {
   ro.should_resync = [this] { return ShouldResync(); };
   ro.on_replaced = [this] { RefreshSynced(); };
   ro.begin_list_stage = [this] { return BeginListStage(); };
-  reflector_ = std::make_unique<Reflector>(lw_, &fifo_, clock_, std::move(ro));
+  Reflector* r = nullptr;
+  {
+    absl::MutexLock reflector_lock(&reflector_mu_);
+    reflector_ =
+        std::make_unique<Reflector>(lw_, &fifo_, clock_, std::move(ro));
+    r = reflector_.get();
+  }
   for (auto& reg : registrations_) reg->listener_->Start();
   process_thread_ = std::thread([this] { ProcessLoop(); });
-  Reflector* r = reflector_.get();
   reflector_thread_ = std::thread([r] { r->Run(); });
   LOG(INFO) << options_.name << ": informer started";
   return absl::OkStatus();
@@ -192,7 +197,7 @@ void SharedIndexInformer::Stop() {
   }
   Reflector* r = nullptr;
   {
-    absl::MutexLock lock(&handle_mu_);
+    absl::MutexLock lock(&reflector_mu_);
     r = reflector_.get();
   }
   if (r != nullptr) r->Stop();
@@ -278,22 +283,27 @@ absl::Status SharedIndexInformer::HandleDeltas(const Deltas& deltas,
 
 std::unique_ptr<ListStage> SharedIndexInformer::BeginListStage() {
   // A relist into a non-empty cache must diff against it (updates,
-  // tombstones): the FIFO's Replace does that.
-  if (indexer_.Size() != 0) return nullptr;
+  // tombstones): the FIFO's Replace does that. Queued keys must reach the
+  // cache first, so a stage would be refused.
+  if (indexer_.Size() != 0 || fifo_.Len() != 0) return nullptr;
   return std::make_unique<IndexerListStage>(
       indexer_.GetIndexers(),
-      [this](Indexer* staged, const std::vector<ObjectPtr>& items) {
-        return CommitStagedList(staged, items);
+      [this](Indexer* staged, const std::vector<ObjectPtr>& items,
+             absl::string_view resource_version) {
+        return CommitStagedList(staged, items, resource_version);
       });
 }
 
 bool SharedIndexInformer::CommitStagedList(
-    Indexer* staged, const std::vector<ObjectPtr>& items) {
+    Indexer* staged, const std::vector<ObjectPtr>& items,
+    absl::string_view resource_version) {
   // Under the FIFO's lock and then handle_mu_, as a pop's HandleDeltas:
   // no pop, resync or handler registration runs in between, so a handler
   // added meanwhile gets either the adopted cache or these adds, never
-  // both or neither.
-  return fifo_.ReplaceApplied([&](bool is_initial_list) {
+  // both or neither, and a resync's syncs come after them. The adds are
+  // handed out in one critical section where the pops took one each: as
+  // long in all, at once (inline handlers must be quick anyway).
+  return fifo_.ReplaceApplied(resource_version, [&](bool is_initial_list) {
     absl::MutexLock lock(&handle_mu_);
     if (!indexer_.AdoptIfEmpty(staged)) return false;
     if (registrations_.empty()) return true;
@@ -336,7 +346,7 @@ bool SharedIndexInformer::HasSynced() const {
   // Not fifo_.HasSynced(): that takes the FIFO's lock, which is held while
   // handlers are called inline, so a non-blocking handler asking would
   // deadlock. synced_ is set right after the pop that completed the initial
-  // list (or after a Replace of an empty list).
+  // list, or after a Replace of an empty list or a staged list's commit.
   absl::MutexLock lock(&sync_mu_);
   return synced_;
 }
@@ -355,17 +365,17 @@ std::string SharedIndexInformer::LastAppliedResourceVersion() const {
 }
 
 std::string SharedIndexInformer::LastSyncResourceVersion() const {
-  absl::MutexLock lock(&handle_mu_);
+  absl::MutexLock lock(&reflector_mu_);
   return reflector_ ? reflector_->LastSyncResourceVersion() : "";
 }
 
 Reflector::Counters SharedIndexInformer::GetReflectorCounters() const {
-  absl::MutexLock lock(&handle_mu_);
+  absl::MutexLock lock(&reflector_mu_);
   return reflector_ ? reflector_->GetCounters() : Reflector::Counters{};
 }
 
 absl::Status SharedIndexInformer::LastError() const {
-  absl::MutexLock lock(&handle_mu_);
+  absl::MutexLock lock(&reflector_mu_);
   return reflector_ ? reflector_->LastError() : absl::OkStatus();
 }
 

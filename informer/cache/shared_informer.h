@@ -40,7 +40,8 @@ struct HandlerOptions {
   // informer's resync check period are raised to it (as client-go does).
   absl::optional<absl::Duration> resync_period;
   // Called inline on the informer's distribution thread instead of on a
-  // thread of its own. The handler must never block and must not call
+  // thread of its own (for an initial list staged while it downloaded, the
+  // reflector's thread, which commits it: see ListStage). The handler must never block and must not call
   // AddEventHandler/RemoveEventHandler; reading the indexer is fine.
   bool non_blocking = false;
   // Queued handlers: pending size at which notifications start coalescing
@@ -165,7 +166,8 @@ class SharedIndexInformer {
   // A staged list's commit: with nothing queued in the FIFO and the cache
   // still empty, adopts `staged` as the cache and hands every handler an
   // add per item, in list order, as the pops would have.
-  bool CommitStagedList(Indexer* staged, const std::vector<ObjectPtr>& items);
+  bool CommitStagedList(Indexer* staged, const std::vector<ObjectPtr>& items,
+                        absl::string_view resource_version);
   void DistributeLocked(const Notification& n, bool is_sync)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
   bool ShouldResync();
@@ -197,7 +199,10 @@ class SharedIndexInformer {
   bool synced_ ABSL_GUARDED_BY(sync_mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(sync_mu_) = false;
 
-  std::unique_ptr<Reflector> reflector_ ABSL_GUARDED_BY(handle_mu_);
+  // Its own lock, not handle_mu_: the accessors must not wait for a staged
+  // list's commit, which holds handle_mu_ while it hands out the list.
+  mutable absl::Mutex reflector_mu_;
+  std::unique_ptr<Reflector> reflector_ ABSL_GUARDED_BY(reflector_mu_);
   std::thread reflector_thread_;
   std::thread process_thread_;
 };

@@ -450,7 +450,11 @@ class StreamingSource final : public ListerWatcher {
     absl::StatusOr<ObjectList> list = inner_->List(options);
     if (!list.ok()) return list;
     const int call = ++lists_;
-    if (duplicate_first_ && !list->items.empty()) {
+    if (call == 2 && pause_second_) {
+      second_started_.Notify();
+      resume_second_.WaitForNotification();
+    }
+    if (call == 1 && duplicate_first_ && !list->items.empty()) {
       list->items.push_back(list->items.front());
     }
     for (size_t i = 0; i < list->items.size(); ++i) {
@@ -476,8 +480,11 @@ class StreamingSource final : public ListerWatcher {
   bool pause_first_ = false;
   bool fail_first_ = false;
   bool duplicate_first_ = false;
+  bool pause_second_ = false;
   absl::Notification paused_;
   absl::Notification resume_;
+  absl::Notification second_started_;
+  absl::Notification resume_second_;
 };
 
 TEST(SharedInformerTest, InitialListIsStagedAndPublishedOnlyWhenComplete) {
@@ -532,6 +539,7 @@ TEST(SharedInformerTest, AListThatFailsHalfWayLeavesNoTrace) {
   }
   StreamingSource streaming(&source);
   streaming.fail_first_ = true;
+  streaming.pause_second_ = true;
   SharedIndexInformer::Options opts = Opts();
   opts.reflector.backoff_initial = absl::Milliseconds(1);
   Recorder rec;
@@ -539,11 +547,20 @@ TEST(SharedInformerTest, AListThatFailsHalfWayLeavesNoTrace) {
   auto reg = informer.AddEventHandler(&rec);
   ASSERT_TRUE(reg.ok());
   ASSERT_TRUE(informer.Start().ok());
-  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
-  EXPECT_GE(streaming.lists_.load(), 2);
+  // The first list failed after staging two items; the retry has not
+  // started listing. Nothing of the failed list is anywhere.
+  streaming.second_started_.WaitForNotification();
   (*reg)->WaitIdle();
-  // The two items staged by the failed list reached neither the cache nor
-  // the handler: exactly one add per object, from the list that succeeded.
+  EXPECT_EQ(informer.GetIndexer().Size(), 0u);
+  EXPECT_TRUE(rec.events().empty());
+  EXPECT_FALSE(informer.HasSynced());
+  EXPECT_EQ(informer.LastAppliedResourceVersion(), "");
+  EXPECT_EQ(informer.GetReflectorCounters().staged_lists, 0);
+  streaming.resume_second_.Notify();
+  ASSERT_TRUE(informer.WaitForSync(absl::Hours(1)));
+  EXPECT_EQ(streaming.lists_.load(), 2);
+  (*reg)->WaitIdle();
+  // Exactly one add per object, from the list that succeeded.
   EXPECT_EQ(rec.events(), (std::vector<std::string>{
                               "add a initial", "add b initial",
                               "add c initial"}));

@@ -147,7 +147,10 @@ absl::StatusOr<ObjectList> ResourceClient::ListWithItems(
   if (ready->result.ok()) {
     for (const ObjectPtr& item : ready->result->items) {
       absl::Status st = on_item(item);
-      if (!st.ok()) return st;
+      if (!st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("GET ", ready->path, ": ",
+                                                    st.message()));
+      }
     }
   }
   return std::move(ready->result);

@@ -1,5 +1,6 @@
 #include "informer/client/resource_client.h"
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -289,9 +290,6 @@ TEST_F(ResourceClientTest, PagerGetsEachNextPagePrefetchedOnce) {
   EXPECT_FALSE(pages.SawResourceVersionWithContinue());
 }
 
-// Every page is prefetched, not every other one: the page after a
-// prefetched one goes out when the pager takes the prefetched one (or
-// earlier), before the pager asks for it.
 TEST_F(ResourceClientTest, ListWithItemsHandsOverItemsWhileTheBodyArrives) {
   // The server sends the first half of the list, then waits until the
   // client has handed over an item before it sends the rest: only a client
@@ -299,15 +297,15 @@ TEST_F(ResourceClientTest, ListWithItemsHandsOverItemsWhileTheBodyArrives) {
   const std::string body = BigList(2000);
   const size_t half = body.size() / 2;
   absl::Notification item_seen;
-  bool waited_for_client = false;
+  std::atomic<bool> waited_for_client{false};
   srv_.server().Get(
       "/api/v1/namespaces/demo/configmaps",
       [&](const httplib::Request&, httplib::Response& res) {
         res.set_chunked_content_provider(
             "application/json", [&](size_t, httplib::DataSink& sink) {
               sink.write(body.data(), half);
-              waited_for_client =
-                  item_seen.WaitForNotificationWithTimeout(absl::Seconds(30));
+              waited_for_client.store(
+                  item_seen.WaitForNotificationWithTimeout(absl::Seconds(30)));
               sink.write(body.data() + half, body.size() - half);
               sink.done();
               return true;
@@ -327,7 +325,7 @@ TEST_F(ResourceClientTest, ListWithItemsHandsOverItemsWhileTheBodyArrives) {
     return absl::OkStatus();
   });
   ASSERT_TRUE(list.ok()) << list.status();
-  EXPECT_TRUE(waited_for_client) << "no item before the body ended";
+  EXPECT_TRUE(waited_for_client.load()) << "no item before the body ended";
   ASSERT_EQ(seen.size(), 2000u);
   for (size_t i = 0; i < seen.size(); ++i) {
     ASSERT_EQ(seen[i], list->items[i]) << i;
@@ -381,6 +379,9 @@ TEST_F(ResourceClientTest, AnItemCallbackErrorFailsTheList) {
   }
 }
 
+// Every page is prefetched, not every other one: the page after a
+// prefetched one goes out when the pager takes the prefetched one (or
+// earlier), before the pager asks for it.
 TEST_F(ResourceClientTest, EveryNextPageIsRequestedBeforeThePagerAsks) {
   PagedServer pages(srv_.server());
   StartAndConnect();

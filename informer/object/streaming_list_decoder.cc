@@ -640,12 +640,11 @@ absl::Status StreamingListDecoder::DeliverDecoded() {
   std::vector<const Batch*> ready;
   {
     absl::MutexLock lock(&shared_->mu);
-    const auto& batches = shared_->batches;
     // A bad batch stops the hand-over: Drain reports it.
-    while (delivered_batches_ < batches.size() &&
-           batches[delivered_batches_]->done &&
-           batches[delivered_batches_]->status.ok()) {
-      ready.push_back(batches[delivered_batches_].get());
+    while (delivered_batches_ < shared_->batches.size()) {
+      const Batch* b = shared_->batches[delivered_batches_].get();
+      if (!b->done || !b->status.ok()) break;
+      ready.push_back(b);
       ++delivered_batches_;
     }
   }
