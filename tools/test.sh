@@ -8,8 +8,11 @@
 #   fuzzers          the libFuzzer targets (clang-14, ASan), each for a bounded time
 #   thread-safety    clang-14 -Wthread-safety build of our code (~6-7 min cold)
 #   node-sdk         client_sdk/node/test.sh, when that file exists
+#   release          the -c opt build that tools/run.sh and the Dockerfile
+#                    ship (gRPC, protobuf, Abseil linked statically), tested
+#                    end to end: grpcurl by reflection, default clients, ops
 #   bazel test //...
-# The first four are skipped under --config=asan (they are passes of their
+# The first five are skipped under --config=asan (they are passes of their
 # own). Bazel's summary comes last, then one "N passed, N failed" line. Exits
 # non-zero on any failure. Logs are kept only when something failed: their
 # directory is printed at the end.
@@ -112,6 +115,10 @@ main() {
       if [ -f client_sdk/node/test.sh ]; then
         phase node-sdk node_sdk_tests
       fi
+      phase release bazel test -c opt \
+        //integration_tests:readme_grpcurl_test \
+        //integration_tests:sidecar_watch_default_clients_e2e_test \
+        //integration_tests:sidecar_ops_e2e_test
       ;;
   esac
 
