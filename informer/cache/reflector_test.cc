@@ -20,14 +20,16 @@ namespace {
 // known objects; the test pops deltas itself.
 class ReflectorTest : public ::testing::Test {
  protected:
-  void StartReflector(Reflector::Options opts = {}) {
+  // Over `lw` when given, else over source_.
+  void StartReflector(Reflector::Options opts = {},
+                      ListerWatcher* lw = nullptr) {
     opts.random_seed = 7;
     opts.on_replaced = [this] {
       absl::MutexLock lock(&mu_);
       ++replaces_;
     };
-    reflector_ =
-        std::make_unique<Reflector>(&source_, &fifo_, &clock_, std::move(opts));
+    reflector_ = std::make_unique<Reflector>(lw != nullptr ? lw : &source_,
+                                             &fifo_, &clock_, std::move(opts));
     thread_ = std::thread([this] { reflector_->Run(); });
   }
   void TearDown() override {
@@ -294,13 +296,7 @@ TEST_F(ReflectorTest, ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) 
   ExpireFirstContinue lw(&source_);
   Reflector::Options opts;
   opts.page_size = 1;
-  opts.random_seed = 7;
-  opts.on_replaced = [this] {
-    absl::MutexLock lock(&mu_);
-    ++replaces_;
-  };
-  reflector_ = std::make_unique<Reflector>(&lw, &fifo_, &clock_, opts);
-  thread_ = std::thread([this] { reflector_->Run(); });
+  StartReflector(opts, &lw);
   // No clock advance needed: the restart does not back off.
   WaitForReplaces(1);
   // First page at "0", its continue -> 410, then a full list from "" (a
@@ -409,14 +405,8 @@ TEST_F(ReflectorTest, AListRestartedMidWayGetsAFreshStage) {
   StageLog log;
   Reflector::Options opts;
   opts.page_size = 1;
-  opts.random_seed = 7;
   opts.begin_list_stage = Stages(&log);
-  opts.on_replaced = [this] {
-    absl::MutexLock lock(&mu_);
-    ++replaces_;
-  };
-  reflector_ = std::make_unique<Reflector>(&lw, &fifo_, &clock_, opts);
-  thread_ = std::thread([this] { reflector_->Run(); });
+  StartReflector(opts, &lw);
   WaitForReplaces(1);
   absl::MutexLock lock(&log.mu);
   ASSERT_EQ(log.stages.size(), 2u);
