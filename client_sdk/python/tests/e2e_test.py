@@ -479,7 +479,14 @@ def run_example(test, args, stages):
         if action is not None:
             action()
     proc.send_signal(signal.SIGTERM)
-    rc = proc.wait(TIMEOUT)
+    try:
+        rc = proc.wait(TIMEOUT)
+        hung = False
+    except subprocess.TimeoutExpired:
+        # Kill it, so that its output (below) says where it was.
+        proc.kill()
+        rc = proc.wait()
+        hung = True
     # What it printed while stopping, too.
     while True:
         line = lines.get(timeout=TIMEOUT)
@@ -489,6 +496,7 @@ def run_example(test, args, stages):
     proc.stdout.close()
     text = "".join(out)
     test.assertFalse(missing, f"missing {missing} in:\n{text}")
+    test.assertFalse(hung, f"no exit {TIMEOUT}s after SIGTERM:\n{text}")
     test.assertEqual(rc, 0, text)
     return text
 
