@@ -129,6 +129,13 @@ absl::StatusOr<InformerRef> InformerService::Lookup(
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InformerService::Watch(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw) {
+  std::function<void(const grpc::Status&)> on_done;
+  if (options_.count_watch_call) on_done = options_.count_watch_call(*context);
+  // A refusal ends the call at once with its status.
+  auto refuse = [&on_done](grpc::Status status) {
+    if (on_done) on_done(status);
+    return RefuseStream<grpc::ByteBuffer>(std::move(status));
+  };
   v1::WatchRequest request;
   std::vector<grpc::Slice> slices;
   std::string bytes;
@@ -138,15 +145,16 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InformerService::Watch(
     }
   }
   if (!request.ParseFromString(bytes)) {
-    return RefuseStream<grpc::ByteBuffer>(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT, "malformed WatchRequest"));
+    return refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "malformed WatchRequest"));
   }
   grpc::Status access =
       AuthorizeRead(options_.authorizer, *context, request.resource(),
                     request.namespace_());
-  if (!access.ok()) return RefuseStream<grpc::ByteBuffer>(std::move(access));
+  if (!access.ok()) return refuse(std::move(access));
   // Lifecycle log: who watches what (filters only, never objects); the
-  // close is logged by the gRPC metrics interceptor with the status.
+  // close is logged with the status when the call is counted
+  // (count_watch_call, or the gRPC metrics interceptor).
   LOG(INFO) << "watch stream open: peer=" << context->peer()
             << " resource=" << request.resource() << " namespace=\""
             << request.namespace_() << "\" selector=\""
@@ -156,7 +164,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InformerService::Watch(
                     : absl::StrCat(" index=", request.index_name(), "=",
                                    request.index_value()))
             << (request.resume_token().empty() ? "" : " resuming");
-  return watch_hub_->Open(context, request);
+  return watch_hub_->Open(context, request, std::move(on_done));
 }
 
 grpc::Status InformerService::Get(grpc::ServerContext* context,

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,13 @@ class InformerService final
     // max_page_bytes asks (0: none; the default page stays
     // kDefaultMaxPageBytes). Keeps pages under the server's message cap.
     int64_t max_page_bytes = 0;
+    // Counts Watch calls here, for a metrics interceptor that leaves them
+    // alone (gRPC runs a call's interceptors on every message it sends).
+    // Called as every Watch call starts; what it returns is called once,
+    // when that call is over, with the status it ended with. Empty: none.
+    using CallEnd = std::function<void(const grpc::Status&)>;
+    std::function<CallEnd(const grpc::CallbackServerContext&)>
+        count_watch_call;
   };
   static constexpr int32_t kDefaultListLimit = 500;
   static constexpr int32_t kMaxListLimit = 10000;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -49,12 +50,27 @@ informer::client::ResourceClientOptions ResourceClientOptionsOf(
 int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
 // Keepalive, message size limits and the gRPC call metrics interceptor, as
-// a SidecarServer builder hook.
+// a SidecarServer builder hook. Watch calls are counted by the informer
+// service instead (`*count_watch_call`): the interceptor would run on every
+// message a Watch stream sends.
 absl::StatusOr<std::function<void(grpc::ServerBuilder&)>> ServingHook(
-    const SidecarOptions& o, metrics::Registry* metrics) {
+    const SidecarOptions& o, metrics::Registry* metrics,
+    std::function<std::function<void(const grpc::Status&)>(
+        const grpc::CallbackServerContext&)>* count_watch_call) {
   absl::StatusOr<std::unique_ptr<GrpcMetricsInterceptorFactory>> interceptor =
       GrpcMetricsInterceptorFactory::Create(metrics, kMetricPrefix);
   if (!interceptor.ok()) return interceptor.status();
+  std::shared_ptr<const CallMeter> watch_meter =
+      (*interceptor)->CountInHandler("/informer.v1.Informer/Watch");
+  *count_watch_call = [watch_meter](const grpc::CallbackServerContext& ctx) {
+    watch_meter->Started();
+    return [watch_meter, peer = ctx.peer(),
+            start = std::chrono::steady_clock::now()](const grpc::Status& s) {
+      watch_meter->Ended(
+          s.error_code(),
+          absl::FromChrono(std::chrono::steady_clock::now() - start), peer);
+    };
+  };
   // The builder hook is a copyable std::function; the factory moves into
   // the builder the one time it runs.
   auto factory =
@@ -372,7 +388,8 @@ absl::Status Sidecar::StartServer() {
   server_options.informer = options_.informer;
   server_options.informer.authorizer = authorizer_.get();
   server_options.credentials = credentials_;
-  auto hook = ServingHook(options_, metrics_.get());
+  auto hook = ServingHook(options_, metrics_.get(),
+                          &server_options.informer.count_watch_call);
   if (!hook.ok()) return hook.status();
   server_options.configure.push_back(*std::move(hook));
   LOG(INFO) << "informer_sidecar: gRPC keepalive " << options_.keepalive_time

@@ -86,14 +86,12 @@ class MetricsInterceptor : public grpc::experimental::Interceptor {
                      metrics::CounterFamily* started,
                      metrics::CounterFamily* handled,
                      metrics::HistogramFamily* seconds)
-      : method_(MethodLabel(info->method())),
+      : meter_(MethodLabel(info->method()),
+               info->type() == grpc::experimental::ServerRpcInfo::Type::UNARY,
+               started, handled, seconds),
         unary_(info->type() == grpc::experimental::ServerRpcInfo::Type::UNARY),
         context_(info->server_context()),
-        handled_(handled),
-        seconds_(seconds),
-        start_(std::chrono::steady_clock::now()) {
-    started_ = &started->With({method_});
-  }
+        start_(std::chrono::steady_clock::now()) {}
 
   // The call is over (with or without a status sent).
   ~MetricsInterceptor() override {
@@ -104,7 +102,7 @@ class MetricsInterceptor : public grpc::experimental::Interceptor {
       grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
-      started_->Increment();
+      meter_.Started();
       started_counted_ = true;
       if (!unary_ && context_ != nullptr) peer_ = context_->peer();
     }
@@ -118,38 +116,46 @@ class MetricsInterceptor : public grpc::experimental::Interceptor {
  private:
   void Count(grpc::StatusCode code) {
     counted_ = true;
-    const std::string& method = method_;
-    if (!started_counted_) {
-      // Not every path passes POST_RECV_INITIAL_METADATA through us; a call
-      // that ends was started.
-      started_->Increment();
-    }
-    handled_->With({method, CodeName(code)}).Increment();
-    const std::chrono::duration<double> d =
-        std::chrono::steady_clock::now() - start_;
-    if (unary_) {
-      seconds_->With({method}).Observe(d.count());
-    } else {
-      // Lifecycle log: streams are long-lived, so their end is an event.
-      LOG(INFO) << "stream closed: " << method << " peer=" << peer_
-                << " status=" << CodeName(code) << " after "
-                << absl::FormatDuration(absl::Seconds(d.count()));
-    }
+    // Not every path passes POST_RECV_INITIAL_METADATA through us; a call
+    // that ends was started.
+    if (!started_counted_) meter_.Started();
+    meter_.Ended(code,
+                 absl::FromChrono(std::chrono::steady_clock::now() - start_),
+                 peer_);
   }
 
-  const std::string method_;
+  const CallMeter meter_;
   const bool unary_;
   grpc::ServerContextBase* const context_;
   std::string peer_;
-  metrics::Counter* started_ = nullptr;
-  metrics::CounterFamily* const handled_;
-  metrics::HistogramFamily* const seconds_;
   const std::chrono::steady_clock::time_point start_;
   bool counted_ = false;
   bool started_counted_ = false;
 };
 
 }  // namespace
+
+CallMeter::CallMeter(std::string method, bool unary,
+                     metrics::CounterFamily* started,
+                     metrics::CounterFamily* handled,
+                     metrics::HistogramFamily* seconds)
+    : method_(std::move(method)),
+      unary_(unary),
+      started_(&started->With({method_})),
+      handled_(handled),
+      seconds_(seconds) {}
+
+void CallMeter::Ended(grpc::StatusCode code, absl::Duration took,
+                      absl::string_view peer) const {
+  handled_->With({method_, CodeName(code)}).Increment();
+  if (unary_) {
+    seconds_->With({method_}).Observe(absl::ToDoubleSeconds(took));
+  } else {
+    LOG(INFO) << "stream closed: " << method_ << " peer=" << peer
+              << " status=" << CodeName(code) << " after "
+              << absl::FormatDuration(took);
+  }
+}
 
 absl::StatusOr<std::unique_ptr<GrpcMetricsInterceptorFactory>>
 GrpcMetricsInterceptorFactory::Create(metrics::Registry* registry,
@@ -180,7 +186,19 @@ GrpcMetricsInterceptorFactory::Create(metrics::Registry* registry,
 grpc::experimental::Interceptor*
 GrpcMetricsInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
+  if (info->method() != nullptr &&
+      counted_in_handler_.count(absl::string_view(info->method())) > 0) {
+    return nullptr;  // its handler counts it (CountInHandler)
+  }
   return new MetricsInterceptor(info, started_, handled_, seconds_);
+}
+
+std::shared_ptr<const CallMeter> GrpcMetricsInterceptorFactory::CountInHandler(
+    absl::string_view method) {
+  counted_in_handler_.emplace(method);
+  return std::make_shared<const CallMeter>(
+      MethodLabel(std::string(method).c_str()), /*unary=*/false, started_,
+      handled_, seconds_);
 }
 
 }  // namespace server

@@ -38,18 +38,31 @@ class TestService final
       grpc::CallbackServerContext*, const v1::WatchRequest*) override {
     class Reactor : public grpc::ServerWriteReactor<v1::WatchResponse> {
      public:
-      Reactor() { StartWrite(&first_); }
+      explicit Reactor(std::shared_ptr<const CallMeter> meter)
+          : meter_(std::move(meter)) {
+        if (meter_ != nullptr) meter_->Started();
+        StartWrite(&first_);
+      }
       void OnWriteDone(bool) override {}
       void OnCancel() override {
         Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
       }
-      void OnDone() override { delete this; }
+      void OnDone() override {
+        if (meter_ != nullptr) {
+          meter_->Ended(grpc::StatusCode::CANCELLED, absl::Seconds(1), "peer");
+        }
+        delete this;
+      }
 
      private:
+      const std::shared_ptr<const CallMeter> meter_;
       v1::WatchResponse first_;
     };
-    return new Reactor();
+    return new Reactor(watch_meter);
   }
+
+  // Set: Watch counts its calls itself (CountInHandler).
+  std::shared_ptr<const CallMeter> watch_meter;
 };
 
 class InterceptorTest : public ::testing::Test {
@@ -58,6 +71,10 @@ class InterceptorTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<GrpcMetricsInterceptorFactory>> f =
         GrpcMetricsInterceptorFactory::Create(&registry_, "t_");
     ASSERT_TRUE(f.ok()) << f.status();
+    if (CountWatchInHandler()) {
+      service_.watch_meter =
+          (*f)->CountInHandler("/informer.v1.Informer/Watch");
+    }
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port_);
@@ -76,6 +93,7 @@ class InterceptorTest : public ::testing::Test {
   void TearDown() override {
     if (server_ != nullptr) server_->Shutdown();
   }
+  virtual bool CountWatchInHandler() const { return false; }
 
   metrics::Registry registry_;
   TestService service_;
@@ -176,6 +194,43 @@ TEST_F(InterceptorTest, StreamEndedByTheClientIsCounted) {
   // Streams have no latency histogram.
   EXPECT_THAT(text, Not(HasSubstr("seconds_count{method=\"/informer.v1."
                                   "Informer/Watch\"}")));
+}
+
+class HandlerCountedTest : public InterceptorTest {
+ protected:
+  bool CountWatchInHandler() const override { return true; }
+};
+
+TEST_F(HandlerCountedTest, AStreamCountedByItsHandlerGetsNoInterceptor) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  v1::WatchRequest req;
+  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+      stub_->Watch(ctx.get(), req);
+  v1::WatchResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  ctx->TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  {
+    // Other methods still go through the interceptor.
+    grpc::ClientContext get_ctx;
+    v1::GetRequest get;
+    v1::GetResponse got;
+    EXPECT_EQ(stub_->Get(&get_ctx, get, &got).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  server_->Shutdown();
+  server_->Wait();
+  const std::string text = registry_.Render();
+  // Counted once each, by the handler's meter: an interceptor would have
+  // counted the call a second time.
+  EXPECT_THAT(text, HasSubstr("t_grpc_server_started_total{method=\"/"
+                              "informer.v1.Informer/Watch\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("t_grpc_server_handled_total{method=\"/"
+                              "informer.v1.Informer/Watch\",code="
+                              "\"CANCELLED\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("t_grpc_server_handled_total{method=\"/"
+                              "informer.v1.Informer/Get\",code=\"NOT_FOUND\"} "
+                              "1\n"));
 }
 
 TEST(InterceptorFactoryTest, RegistersOnce) {

@@ -23,10 +23,19 @@ namespace {
 // Ends a call at once with an error.
 class ErrorReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  explicit ErrorReactor(const absl::Status& status) {
-    Finish(ToGrpcStatus(status));
+  explicit ErrorReactor(const absl::Status& status,
+                        std::function<void(const grpc::Status&)> on_done)
+      : status_(ToGrpcStatus(status)), on_done_(std::move(on_done)) {
+    Finish(status_);
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (on_done_) on_done_(status_);
+    delete this;
+  }
+
+ private:
+  const grpc::Status status_;
+  const std::function<void(const grpc::Status&)> on_done_;
 };
 
 absl::StatusOr<absl::Duration> ResyncPeriod(const v1::WatchRequest& request) {
@@ -142,27 +151,32 @@ void WatchHub::Retire(InformerEntry* entry) {
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
-    grpc::CallbackServerContext*, const v1::WatchRequest& request) {
+    grpc::CallbackServerContext*, const v1::WatchRequest& request,
+    std::function<void(const grpc::Status&)> on_done) {
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) {
-      return new ErrorReactor(absl::UnavailableError(kShuttingDownMessage));
+      return new ErrorReactor(absl::UnavailableError(kShuttingDownMessage),
+                              std::move(on_done));
     }
   }
   if (request.resource().empty()) {
-    return new ErrorReactor(absl::InvalidArgumentError("resource is required"));
+    return new ErrorReactor(absl::InvalidArgumentError("resource is required"),
+                            std::move(on_done));
   }
   // The lease is held until the stream is counted on the entry (which
   // keeps a lazy informer running).
   absl::StatusOr<InformerRef> entry = registry_->Find(request.resource());
-  if (!entry.ok()) return new ErrorReactor(entry.status());
+  if (!entry.ok()) return new ErrorReactor(entry.status(), std::move(on_done));
   WatchFilter filter;
   filter.namespace_ = request.namespace_();
   absl::StatusOr<informer::LabelSelector> selector =
       informer::LabelSelector::Parse(request.label_selector());
   if (!selector.ok()) {
-    return new ErrorReactor(absl::InvalidArgumentError(
-        absl::StrCat("label_selector: ", selector.status().message())));
+    return new ErrorReactor(
+        absl::InvalidArgumentError(
+            absl::StrCat("label_selector: ", selector.status().message())),
+        std::move(on_done));
   }
   filter.selector = *std::move(selector);
   if (!request.index_name().empty()) {
@@ -173,22 +187,28 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
       std::vector<std::string> names;
       for (const auto& [name, fn] : indexers) names.push_back(name);
       std::sort(names.begin(), names.end());
-      return new ErrorReactor(absl::InvalidArgumentError(
-          absl::StrCat("index_name: resource \"", request.resource(),
-                       "\" has no index \"", request.index_name(),
-                       "\"; available: ", absl::StrJoin(names, ", "))));
+      return new ErrorReactor(
+          absl::InvalidArgumentError(absl::StrCat(
+              "index_name: resource \"", request.resource(),
+              "\" has no index \"", request.index_name(),
+              "\"; available: ", absl::StrJoin(names, ", "))),
+          std::move(on_done));
     }
     filter.index_name = request.index_name();
     filter.index_value = request.index_value();
     filter.index_fn = it->second;
   }
   absl::StatusOr<absl::Duration> resync = ResyncPeriod(request);
-  if (!resync.ok()) return new ErrorReactor(resync.status());
+  if (!resync.ok()) {
+    return new ErrorReactor(resync.status(), std::move(on_done));
+  }
   if (absl::Status st = ValidateEncoding(request.encoding()); !st.ok()) {
-    return new ErrorReactor(st);
+    return new ErrorReactor(st, std::move(on_done));
   }
   absl::StatusOr<std::shared_ptr<WatchFanout>> fanout = FanoutFor(*entry);
-  if (!fanout.ok()) return new ErrorReactor(fanout.status());
+  if (!fanout.ok()) {
+    return new ErrorReactor(fanout.status(), std::move(on_done));
+  }
 
   WatchStart start;
   if (!request.resume_token().empty()) {
@@ -210,6 +230,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
   auto* stream = new WatchStreamReactor(
       this, *fanout, (*entry)->config.resource, std::move(filter),
       request.encoding(), request.send_old_object(), *resync, start);
+  stream->SetOnDone(std::move(on_done));
   EnsureTicker();
   (*fanout)->Open(stream);
   if (*resync > absl::ZeroDuration()) WakeTicker();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -101,9 +102,12 @@ class WatchHub : private WatchStreamHost {
   WatchHub& operator=(const WatchHub&) = delete;
 
   // Starts one Watch call (errors end the call at once with their status).
+  // `on_done` (may be empty) is called once, when the call is over, with
+  // the status it ended with (CANCELLED if it ended without one).
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Open(
       grpc::CallbackServerContext* context,
-      const informer::v1::WatchRequest& request);
+      const informer::v1::WatchRequest& request,
+      std::function<void(const grpc::Status&)> on_done = {});
 
   // Ends every stream (also those waiting for a sync) with UNAVAILABLE
   // kShuttingDownMessage; later calls get the same at once. Idempotent.

@@ -217,6 +217,14 @@ void WatchStreamReactor::OnCancel() {
 }
 
 void WatchStreamReactor::OnDone() {
+  if (on_done_) {
+    grpc::Status ended(grpc::StatusCode::CANCELLED, "");
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) ended = end_status_;
+    }
+    on_done_(ended);
+  }
   host_->Undefer(this);
   owner_->Detach(this);
   Unref();

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,6 +143,11 @@ class WatchStreamReactor final
   MemoryStats Memory();
   // Ends the stream with `status` (after the write in flight, if any).
   void End(absl::Status status);
+  // Called once from OnDone with the status the call ended with
+  // (CANCELLED if it ended without one). Set before the stream starts.
+  void SetOnDone(std::function<void(const grpc::Status&)> on_done) {
+    on_done_ = std::move(on_done);
+  }
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -214,6 +220,7 @@ class WatchStreamReactor final
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const grpc::Status&)> on_done_;
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
   absl::Time next_resync_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
