@@ -95,6 +95,30 @@ class InterceptorTest : public ::testing::Test {
   }
   virtual bool CountWatchInHandler() const { return false; }
 
+  // One Watch: reads the first message, then the client cancels.
+  void WatchThenCancel() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    v1::WatchRequest req;
+    std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+        stub_->Watch(ctx.get(), req);
+    v1::WatchResponse resp;
+    ASSERT_TRUE(reader->Read(&resp));
+    ctx->TryCancel();
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The metrics once every call is over: the server-side call may still be
+  // winding down, and shutting the server down waits for it.
+  std::string RenderAfterShutdown() {
+    server_->Shutdown();
+    server_->Wait();
+    return registry_.Render();
+  }
+  static constexpr char kOneWatchCancelled[] =
+      "t_grpc_server_handled_total{method=\"/informer.v1.Informer/Watch\","
+      "code=\"CANCELLED\"} 1\n";
+  static constexpr char kOneWatchStarted[] =
+      "t_grpc_server_started_total{method=\"/informer.v1.Informer/Watch\"} 1\n";
+
   metrics::Registry registry_;
   TestService service_;
   int port_ = 0;
@@ -173,24 +197,10 @@ TEST_F(InterceptorTest, UnknownMethodsShareOneLabel) {
 }
 
 TEST_F(InterceptorTest, StreamEndedByTheClientIsCounted) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  v1::WatchRequest req;
-  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
-      stub_->Watch(ctx.get(), req);
-  v1::WatchResponse resp;
-  ASSERT_TRUE(reader->Read(&resp));
-  ctx->TryCancel();
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  // The server-side call may still be winding down: shutting the server
-  // down waits for it, after which every interceptor has run.
-  server_->Shutdown();
-  server_->Wait();
-  const std::string text = registry_.Render();
-  EXPECT_THAT(text, HasSubstr("t_grpc_server_started_total{method=\"/"
-                              "informer.v1.Informer/Watch\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("t_grpc_server_handled_total{method=\"/"
-                              "informer.v1.Informer/Watch\",code="
-                              "\"CANCELLED\"} 1\n"));
+  WatchThenCancel();
+  const std::string text = RenderAfterShutdown();
+  EXPECT_THAT(text, HasSubstr(kOneWatchStarted));
+  EXPECT_THAT(text, HasSubstr(kOneWatchCancelled));
   // Streams have no latency histogram.
   EXPECT_THAT(text, Not(HasSubstr("seconds_count{method=\"/informer.v1."
                                   "Informer/Watch\"}")));
@@ -202,14 +212,7 @@ class HandlerCountedTest : public InterceptorTest {
 };
 
 TEST_F(HandlerCountedTest, AStreamCountedByItsHandlerGetsNoInterceptor) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  v1::WatchRequest req;
-  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
-      stub_->Watch(ctx.get(), req);
-  v1::WatchResponse resp;
-  ASSERT_TRUE(reader->Read(&resp));
-  ctx->TryCancel();
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  WatchThenCancel();
   {
     // Other methods still go through the interceptor.
     grpc::ClientContext get_ctx;
@@ -218,16 +221,11 @@ TEST_F(HandlerCountedTest, AStreamCountedByItsHandlerGetsNoInterceptor) {
     EXPECT_EQ(stub_->Get(&get_ctx, get, &got).error_code(),
               grpc::StatusCode::NOT_FOUND);
   }
-  server_->Shutdown();
-  server_->Wait();
-  const std::string text = registry_.Render();
+  const std::string text = RenderAfterShutdown();
   // Counted once each, by the handler's meter: an interceptor would have
   // counted the call a second time.
-  EXPECT_THAT(text, HasSubstr("t_grpc_server_started_total{method=\"/"
-                              "informer.v1.Informer/Watch\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("t_grpc_server_handled_total{method=\"/"
-                              "informer.v1.Informer/Watch\",code="
-                              "\"CANCELLED\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr(kOneWatchStarted));
+  EXPECT_THAT(text, HasSubstr(kOneWatchCancelled));
   EXPECT_THAT(text, HasSubstr("t_grpc_server_handled_total{method=\"/"
                               "informer.v1.Informer/Get\",code=\"NOT_FOUND\"} "
                               "1\n"));
