@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -80,7 +81,9 @@ ABSL_FLAG(bool, per_stream, false,
 ABSL_FLAG(std::string, backends, "sidecar,floor",
           "Comma-separated Watch servers to measure, alternated per "
           "repetition: sidecar (the real informer_sidecar fed by the "
-          "emulator), floor (fanout_floor_server: bare gRPC, same messages).");
+          "emulator), floor (fanout_floor_server: bare gRPC, same messages), "
+          "NAME=PATH (another informer_sidecar binary, e.g. the build "
+          "before a change, with its own emulator).");
 ABSL_FLAG(int, repeats, 1,
           "Runs per scenario and backend (alternated); the summary gives "
           "their medians.");
@@ -167,8 +170,15 @@ class Subscriber : public grpc::ClientReadReactor<v1::WatchResponse> {
                absl::Condition(this, &Subscriber::SyncedOrDone), timeout) &&
            synced_;
   }
-  void Record(bool on) {
+  // Starts recording, with room for `expected` events reserved first: grown
+  // on demand, every subscriber's vectors would reallocate at the same
+  // count, all at once (100 streams: 100 MB touched at 65k events each),
+  // and that stall of the measuring process would show as the server's
+  // latency.
+  void Record(bool on, size_t expected = 0) {
     absl::MutexLock lock(&mu_);
+    latencies_us_.reserve(expected);
+    sent_ms_.reserve(expected);
     recording_ = on;
   }
   void SetFence(const std::string& fence_name) {
@@ -300,7 +310,10 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
       std::fprintf(stderr, "stream did not sync: %s\n", s->Status().c_str());
       std::exit(1);
     }
-    s->Record(true);
+    // Every update once, plus a tenth for the pacing's catch-up.
+    const double expected =
+        1.1 * sc.rate * absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration));
+    s->Record(true, static_cast<size_t>(expected) + 1024);
   }
   const std::string fence = absl::StrCat("fence-", scenario_index);
   for (auto& s : subs) s->SetFence(fence);
@@ -521,40 +534,52 @@ int RunFanoutScenarios(const std::vector<Scenario>& scenarios,
                        const std::string& floor_bin, const std::string& dir) {
   std::vector<std::string> names =
       absl::StrSplit(absl::GetFlag(FLAGS_backends), ',', absl::SkipEmpty());
-  std::unique_ptr<integration::EmulatorProcess> emu, floor;
-  std::unique_ptr<integration::SidecarProcess> sidecar;
+  std::vector<std::unique_ptr<integration::EmulatorProcess>> emus;
+  std::unique_ptr<integration::EmulatorProcess> floor;
+  std::vector<std::unique_ptr<integration::SidecarProcess>> sidecars;
   std::vector<Backend> backends;
-  for (const std::string& name : names) {
+  for (std::string& name : names) {
     Backend b;
-    b.name = name;
-    if (name == "sidecar") {
+    std::string binary = sidecar_bin;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      binary = name.substr(eq + 1);
+      name.resize(eq);
+      b.name = name;
+    } else {
+      b.name = name;
+    }
+    if (binary != sidecar_bin || name == "sidecar") {
       auto e = integration::EmulatorProcess::Start(
           emu_bin, {"--history=100000"}, /*quiet=*/true);
       if (!e.ok()) {
         std::fprintf(stderr, "%s\n", e.status().ToString().c_str());
         return 1;
       }
-      emu = *std::move(e);
+      emus.push_back(*std::move(e));
+      integration::EmulatorProcess* emu = emus.back().get();
       HttpPost(emu->port(),
                absl::StrCat("/_emulator/load?namespace=bench&millis=0&objects=",
                             absl::GetFlag(FLAGS_objects),
                             "&bytes=", absl::GetFlag(FLAGS_object_bytes)));
-      auto kubeconfig = integration::WriteKubeconfig(dir, emu->url());
+      // Each sidecar its own kubeconfig and config (its own emulator).
+      const std::string own_dir = absl::StrCat(dir, "/", sidecars.size());
+      std::filesystem::create_directories(own_dir);
+      auto kubeconfig = integration::WriteKubeconfig(own_dir, emu->url());
       integration::SidecarProcess::Options options;
-      options.flags = SidecarFlags(*kubeconfig, "bench", dir);
+      options.flags = SidecarFlags(*kubeconfig, "bench", own_dir);
       options.env = SidecarEnv();
       options.quiet = absl::GetFlag(FLAGS_quiet);
-      auto s = integration::SidecarProcess::Start(sidecar_bin,
-                                                  std::move(options));
+      auto s = integration::SidecarProcess::Start(binary, std::move(options));
       if (!s.ok()) {
         std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
         return 1;
       }
-      sidecar = *std::move(s);
+      sidecars.push_back(*std::move(s));
+      integration::SidecarProcess* sidecar = sidecars.back().get();
       b.pid = sidecar->pid();
       b.control_port = emu->port();
       b.source_pid = emu->pid();
-      b.new_channel = [p = sidecar.get()] { return p->NewChannel(); };
+      b.new_channel = [sidecar] { return sidecar->NewChannel(); };
     } else if (name == "floor") {
       const std::string address = absl::StrCat("unix:", dir, "/floor.sock");
       auto f = integration::EmulatorProcess::Start(
@@ -574,7 +599,8 @@ int RunFanoutScenarios(const std::vector<Scenario>& scenarios,
             address, grpc::InsecureChannelCredentials(), args);
       };
     } else {
-      std::fprintf(stderr, "unknown backend %s (sidecar, floor)\n",
+      std::fprintf(stderr,
+                   "unknown backend %s (sidecar, floor, NAME=PATH)\n",
                    name.c_str());
       return 1;
     }
