@@ -91,12 +91,14 @@ class WatchPump {
   }
 
  private:
+  // Every event the watcher had ready goes out in one write, as the API
+  // server's watch handler flushes only once its queue is empty: one
+  // chunk and one send for a burst, not one per event.
   bool WriteEvents(const std::vector<StoreEvent>& events,
                    const Watcher::Directives& d, httplib::DataSink& sink) {
+    std::string out;
     for (int i = 0; i < d.malformed_lines; ++i) {
-      static constexpr absl::string_view kGarbage =
-          "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\"\n";
-      if (!sink.write(kGarbage.data(), kGarbage.size())) return false;
+      out += "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\"\n";
     }
     for (const StoreEvent& ev : events) {
       std::string line = ev.type == EventType::kBookmark
@@ -104,12 +106,13 @@ class WatchPump {
                                             md_)
                              : EventLine(ev.type, *r_, *ev.object, md_);
       if (d.cut_next_event) {
-        sink.write(line.data(), line.size() / 2);
+        out.append(line, 0, line.size() / 2);
+        sink.write(out.data(), out.size());
         return false;
       }
-      if (!sink.write(line.data(), line.size())) return false;
+      out += line;
     }
-    return true;
+    return out.empty() || sink.write(out.data(), out.size());
   }
 
   const std::shared_ptr<Watcher> watcher_;

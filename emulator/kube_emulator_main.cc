@@ -29,6 +29,7 @@
 //                                                 other
 // Objects are created/changed/deleted through the normal API.
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +42,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "emulator/emulator_with_faults.h"
@@ -106,6 +108,15 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
+  // The emulator shares the machine with the sidecar it feeds in the
+  // benchmarks, where a real API server would run elsewhere; it should cost
+  // that machine as little as it can. Debian's Abseil records every lock
+  // acquisition for deadlock detection (the emulator's unit tests keep it),
+  // and glibc grows a thread's heap a page run at a time and gives it back
+  // as soon as it can: a paced write load paid an mprotect for most writes.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  mallopt(M_TOP_PAD, 16 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
 
   // SIGINT/SIGTERM wake main through a self-pipe, then it stops cleanly.
   if (pipe(g_signal_pipe) != 0) {
