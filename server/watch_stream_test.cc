@@ -532,6 +532,76 @@ TEST_F(WatchStreamTest, BatchWindowGathersABusyStreamAndWritesAQuietOneAtOnce) {
   EXPECT_EQ(state.objects, SourceState());
 }
 
+TEST_F(WatchStreamTest, AnEventAfterTheWindowWritesWithoutWaitingForALateFlusher) {
+  Start({.batch_window = absl::Milliseconds(5)});
+  auto call = Open(Pods());
+  ClientState state;
+  absl::Notification initial;
+  std::thread reader([&] {
+    ReadInitial(call.get(), &state);
+    initial.Notify();
+  });
+  for (int i = 0; i < 100 && !initial.HasBeenNotified(); ++i) {
+    clock_.WaitForWaiters(1);
+    clock_.Advance(absl::Milliseconds(5));
+  }
+  reader.join();
+  ASSERT_TRUE(initial.HasBeenNotified());
+  clock_.Advance(absl::Milliseconds(10));
+  ASSERT_TRUE(source_->Add("default", "p0").ok());
+  v1::WatchResponse first;
+  ASSERT_TRUE(ReadOne(call.get(), &state, &first));
+  ASSERT_EQ(first.events_size(), 1);
+
+  // Two events inside the window wait in the flush set; then the window
+  // ends but the flusher does not come (held, as a late wake-up).
+  WatchHub& hub = service_->watch_hub();
+  hub.HoldFlushes(true);
+  uint64_t before = hub.events();
+  ASSERT_TRUE(source_->Add("default", "p1").ok());
+  ASSERT_TRUE(source_->Add("default", "p2").ok());
+  hub.WaitForEvents(before + 2);
+  clock_.Advance(absl::Milliseconds(5));
+  // The next event finds the window over and writes all three itself.
+  ASSERT_TRUE(source_->Add("default", "p3").ok());
+  v1::WatchResponse three;
+  bool three_ok = false;
+  absl::Notification got_three;
+  std::thread reader3([&] {
+    three_ok = ReadOne(call.get(), &state, &three);
+    got_three.Notify();
+  });
+  if (!got_three.WaitForNotificationWithTimeout(absl::Seconds(10))) {
+    hub.HoldFlushes(false);  // lets the test end
+    reader3.join();
+    FAIL() << "the event after the window waited for the flusher";
+  }
+  reader3.join();
+  ASSERT_TRUE(three_ok);
+  EXPECT_EQ(three.events_size(), 3);
+
+  // An event inside the window that write started waits, and the late
+  // flusher's call does not force it out early: it waits for that window.
+  before = hub.events();
+  ASSERT_TRUE(source_->Add("default", "p4").ok());
+  hub.WaitForEvents(before + 1);
+  hub.HoldFlushes(false);
+  v1::WatchResponse last;
+  bool read_ok = false;
+  absl::Notification got;
+  std::thread reader2([&] {
+    read_ok = ReadOne(call.get(), &state, &last);
+    got.Notify();
+  });
+  EXPECT_FALSE(got.WaitForNotificationWithTimeout(absl::Milliseconds(50)))
+      << "written before the window ended";
+  clock_.Advance(absl::Milliseconds(5));
+  reader2.join();
+  ASSERT_TRUE(read_ok);
+  EXPECT_EQ(last.events_size(), 1);
+  EXPECT_EQ(state.objects, SourceState());
+}
+
 TEST_F(WatchStreamTest, BatchWindowEngagesOnlyAboveTheMinimumRate) {
   Start({.batch_window = absl::Milliseconds(5), .batch_min_rate = 100});
   auto call = Open(Pods());

@@ -8,6 +8,25 @@
 #include "absl/strings/str_cat.h"
 
 namespace server {
+namespace {
+
+// What one dispatch queued to its streams, reported to the host once.
+struct QueuedTally {
+  size_t events = 0;
+  size_t longest = 0;
+
+  // `queue_length`: a stream's Apply (0: it did not get the event).
+  void Add(size_t queue_length) {
+    if (queue_length == 0) return;
+    ++events;
+    longest = std::max(longest, queue_length);
+  }
+  void ReportTo(WatchStreamHost* host) const {
+    if (events > 0) host->NotePending(events, longest);
+  }
+};
+
+}  // namespace
 
 WatchFanout::WatchFanout(WatchStreamHost* host,
                          std::shared_ptr<InformerEntry> entry, uint64_t epoch)
@@ -189,7 +208,10 @@ void WatchFanout::Dispatch(const informer::ObjectPtr& obj, bool deleted,
       auto ev = std::make_shared<const FanoutEvent>(
           seq, std::move(shared), std::move(prev), deleted, tombstone,
           tokens_.Encode(seq));
-      for (WatchStreamReactor* s : streams_) s->Apply(ev);
+      QueuedTally queued;
+      const absl::Time now = host_->clock()->Now();
+      for (WatchStreamReactor* s : streams_) queued.Add(s->Apply(ev, now));
+      queued.ReportTo(host_);
       history_.Push(std::move(ev));
     }
   }
@@ -231,8 +253,11 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
       } else {
         stream->ResumeLocked(&tokens_, start.seq);
       }
-      history_.ForEachAfter(start.seq,
-                            [stream](const EventPtr& ev) { stream->Apply(ev); });
+      QueuedTally queued;
+      history_.ForEachAfter(start.seq, [stream, &queued](const EventPtr& ev) {
+        queued.Add(stream->Apply(ev, absl::InfinitePast()));
+      });
+      queued.ReportTo(host_);
       return;
     }
     VLOG(1) << "watch on " << entry_->config.resource << ": token at "

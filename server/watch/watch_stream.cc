@@ -271,6 +271,13 @@ void WatchHub::FlushLoop() {
       absl::MutexLock lock(&flush_mu_);
       while (true) {
         if (flush_stop_) return;
+        if (flush_held_) {
+          auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_) {
+            return flush_stop_ || !flush_held_;
+          };
+          flush_mu_.Await(absl::Condition(&released));
+          continue;
+        }
         const absl::Time due = flush_due_;
         if (due != absl::InfiniteFuture() && clock_->Now() >= due) break;
         // Wakes for an earlier request, at the due time, or to stop.
@@ -295,6 +302,11 @@ void WatchHub::FlushLoop() {
     }
     due_streams.clear();
   }
+}
+
+void WatchHub::HoldFlushes(bool held) {
+  absl::MutexLock lock(&flush_mu_);
+  flush_held_ = held;
 }
 
 void WatchHub::WakeTicker() {
@@ -394,13 +406,14 @@ bool WatchHub::Batching(absl::Time now) {
   return busy_.load(std::memory_order_relaxed);
 }
 
-void WatchHub::NotePending(size_t n) {
-  queued_.fetch_add(1, std::memory_order_relaxed);
-  // Called for every queued event: a relaxed read first, so the common
-  // case (no new peak) writes nothing shared.
+void WatchHub::NotePending(size_t events, size_t longest_queue) {
+  queued_.fetch_add(events, std::memory_order_relaxed);
+  // A relaxed read first, so the common case (no new peak) writes nothing
+  // shared.
   size_t peak = peak_pending_.load(std::memory_order_relaxed);
-  while (n > peak && !peak_pending_.compare_exchange_weak(
-                         peak, n, std::memory_order_relaxed)) {
+  while (longest_queue > peak &&
+         !peak_pending_.compare_exchange_weak(peak, longest_queue,
+                                              std::memory_order_relaxed)) {
   }
 }
 

@@ -135,6 +135,9 @@ class WatchHub : private WatchStreamHost {
   // --- For tests ---
   // While paused, streams queue events but start no write.
   void SetWritesPaused(bool paused);
+  // While held, the batching flusher writes nothing, as when its timed
+  // wake-up runs late on busy CPUs.
+  void HoldFlushes(bool held);
   // Blocks until the fan-outs together have handled at least `n` informer
   // events (adds, updates including resyncs, deletes) since construction.
   void WaitForEvents(uint64_t n) const;
@@ -169,7 +172,7 @@ class WatchHub : private WatchStreamHost {
       ABSL_LOCKS_EXCLUDED(flush_mu_);
   void Undefer(WatchStreamReactor* stream) override
       ABSL_LOCKS_EXCLUDED(flush_mu_);
-  void NotePending(size_t n) override;
+  void NotePending(size_t events, size_t longest_queue) override;
   void NoteWritten(const std::array<uint64_t, 8>& by_type) override;
   void NoteCoalesced(uint64_t n) override;
   void NoteExhausted() override;
@@ -229,6 +232,7 @@ class WatchHub : private WatchStreamHost {
   // Streams waiting for their window to end (alive: see OnDone).
   absl::flat_hash_set<WatchStreamReactor*> deferred_ ABSL_GUARDED_BY(flush_mu_);
   bool flush_stop_ ABSL_GUARDED_BY(flush_mu_) = false;
+  bool flush_held_ ABSL_GUARDED_BY(flush_mu_) = false;
   std::thread flusher_;
 };
 

@@ -39,7 +39,10 @@ class WatchStreamHost {
   virtual void Defer(WatchStreamReactor* stream, absl::Time due) = 0;
   // A finished stream leaves the flush set (before it may be deleted).
   virtual void Undefer(WatchStreamReactor* stream) = 0;
-  virtual void NotePending(size_t queue_size) = 0;
+  // `events` were queued, to streams whose longest queue is now
+  // `longest_queue` events. Called once per fan-out event for all its
+  // streams (a per-stream call was a measurable share of the dispatch).
+  virtual void NotePending(size_t events, size_t longest_queue) = 0;
   virtual void NoteWritten(const std::array<uint64_t, 8>& by_type) = 0;
   virtual void NoteCoalesced(uint64_t removed) = 0;
   virtual void NoteExhausted() = 0;

@@ -76,6 +76,7 @@ void WatchStreamReactor::StartLocked(const ResumeTokenEncoder* tokens,
   }
   PushLocked(
       PendingEvent::Marker(v1::EVENT_TYPE_INITIAL_STATE_DONE, seq, rv));
+  host_->NotePending(objs.size() + (reset ? 2 : 1), pending_.size());
   // Markers and initial events never coalesce, whatever their number.
   marker_end_ = pending_.size();
   compact_at_ = std::max(compact_at_, pending_.size() * 2);
@@ -90,14 +91,15 @@ void WatchStreamReactor::ResumeLocked(const ResumeTokenEncoder* tokens,
   ScheduleResyncLocked();
 }
 
-void WatchStreamReactor::Apply(const EventPtr& ev) {
+size_t WatchStreamReactor::Apply(const EventPtr& ev, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  if (ended_) return;
+  if (ended_) return 0;
   applied_seq_ = ev->seq();
   const bool held_before = Holds(ev->prev());
   const bool held_after = !ev->deleted() && Holds(ev->obj());
-  if (!held_before && !held_after) return;
-  PendingEvent p;
+  if (!held_before && !held_after) return 0;
+  // Built in place: this runs for every stream and every event.
+  PendingEvent& p = EmplaceLocked();
   p.seq = ev->seq();
   if (held_before == (ev->prev() != nullptr) &&
       held_after == !ev->deleted()) {
@@ -115,9 +117,10 @@ void WatchStreamReactor::Apply(const EventPtr& ev) {
     p.old = ev->prev();
     p.obj = SameUid(ev->prev(), ev->obj()) ? ev->LeaveObject() : ev->prev();
   }
-  PushLocked(std::move(p));
+  const size_t queued = pending_.size();
   if (pending_.size() >= compact_at_) CompactLocked();
-  MaybeWriteLocked(/*force=*/false);
+  MaybeWriteLocked(/*force=*/false, now);
+  return queued;
 }
 
 bool WatchStreamReactor::ResyncDue(absl::Time now) {
@@ -134,6 +137,7 @@ void WatchStreamReactor::PushSyncs(absl::Time now,
   for (const SharedPtr& obj : objs) {
     PushLocked(PendingEvent::Make(v1::EVENT_TYPE_SYNC, obj, nullptr, seq));
   }
+  if (!objs.empty()) host_->NotePending(objs.size(), pending_.size());
   // Missed periods are skipped, not made up in a burst.
   while (next_resync_ <= now) next_resync_ += resync_period_;
   if (pending_.size() >= compact_at_) CompactLocked();
@@ -147,6 +151,7 @@ absl::Time WatchStreamReactor::Tick(absl::Time now, uint64_t seq,
   if (!writing_ && pending_.empty() &&
       now - last_write_ >= options_.bookmark_interval) {
     PushLocked(PendingEvent::Marker(v1::EVENT_TYPE_BOOKMARK, seq, rv));
+    host_->NotePending(1, pending_.size());
   }
   MaybeWriteLocked(/*force=*/false);
   return resync_period_ > absl::ZeroDuration() ? next_resync_
@@ -161,7 +166,11 @@ void WatchStreamReactor::Kick() {
 void WatchStreamReactor::Flush() {
   absl::MutexLock lock(&mu_);
   deferred_ = false;
-  MaybeWriteLocked(/*force=*/true);
+  // A stream that wrote since it joined the flush set (an event found its
+  // window over first) waits out the window that write started.
+  const bool force = !wrote_while_deferred_;
+  wrote_while_deferred_ = false;
+  MaybeWriteLocked(force);
 }
 
 size_t WatchStreamReactor::pending_size() {
@@ -208,7 +217,9 @@ void WatchStreamReactor::OnWriteDone(bool ok) {
     FinishIfIdleLocked();
     return;
   }
-  MaybeWriteLocked(/*force=*/false);
+  // With the time, so that a stream whose window ended while this write
+  // was in flight writes now rather than waiting for the flusher.
+  MaybeWriteLocked(/*force=*/false, host_->clock()->Now());
 }
 
 void WatchStreamReactor::OnCancel() {
@@ -239,7 +250,11 @@ void WatchStreamReactor::ScheduleResyncLocked() {
 void WatchStreamReactor::PushLocked(PendingEvent p) {
   pending_.push_back(std::move(p));
   tail_coalesced_ = false;
-  host_->NotePending(pending_.size());
+}
+
+PendingEvent& WatchStreamReactor::EmplaceLocked() {
+  tail_coalesced_ = false;
+  return pending_.emplace_back();
 }
 
 void WatchStreamReactor::CompactLocked() {
@@ -269,25 +284,31 @@ void WatchStreamReactor::CompactLocked() {
   compact_at_ = std::max(options_.max_queue, pending_.size() * 2);
 }
 
-bool WatchStreamReactor::DeferLocked() {
+bool WatchStreamReactor::DeferLocked(absl::Time now) {
   const absl::Duration window = options_.batch_window;
   if (window <= absl::ZeroDuration()) return false;
-  // Already in the flush set: the flusher writes it soon. Checked first, as
-  // a busy stream gets here for every event it queues, and the clock and
-  // the rate estimate are not free.
-  if (deferred_) return true;
-  const absl::Time now = host_->clock()->Now();
+  // Already in the flush set: the flusher writes it when its window ends.
+  // Checked first, as a busy stream gets here for every event it queues,
+  // and the rate estimate is not free. But an event that finds the window
+  // already over writes now, as it would a stream outside the set: the
+  // flusher's timed wake-up runs late when the CPUs are busy, and every
+  // stream waiting on it would then write late. (An unknown `now` waits.)
+  if (deferred_) return now < last_write_ + window;
+  if (now == absl::InfinitePast()) now = host_->clock()->Now();
   if (now >= last_write_ + window || !host_->Batching(now)) return false;
   deferred_ = true;
   host_->Defer(this, last_write_ + window);
   return true;
 }
 
-void WatchStreamReactor::MaybeWriteLocked(bool force) {
+void WatchStreamReactor::MaybeWriteLocked(bool force, absl::Time now) {
   if (ended_ || writing_ || pending_.empty() || host_->writes_paused()) {
     return;
   }
-  if (!force && DeferLocked()) return;
+  if (!force && DeferLocked(now)) return;
+  // Still in the flush set: the flusher's call now starts a new window
+  // rather than forcing a second write (see Flush).
+  if (deferred_) wrote_while_deferred_ = true;
   // A stream that overflowed since its last write sends its queue fully
   // coalesced: the amortised compaction in Apply may have left an
   // uncoalesced tail. A queue coalesced since its last event needs no
