@@ -137,7 +137,6 @@ class FloorStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   grpc::ByteBuffer response_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool deferred_ ABSL_GUARDED_BY(mu_) = false;
-  bool wrote_while_deferred_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   int64_t last_write_ns_ ABSL_GUARDED_BY(mu_) = 0;
@@ -310,11 +309,7 @@ void FloorStream::Push(const grpc::Slice& event, bool batching) {
 void FloorStream::Flush() {
   absl::MutexLock lock(&mu_);
   deferred_ = false;
-  // As the sidecar: a stream that wrote since it asked (an event found its
-  // window over first) waits out the window that write started.
-  const bool force = !wrote_while_deferred_;
-  wrote_while_deferred_ = false;
-  MaybeWriteLocked(force, true);
+  MaybeWriteLocked(/*force=*/true, true);
 }
 
 void FloorStream::OnWriteDone(bool ok) {
@@ -365,7 +360,6 @@ void FloorStream::MaybeWriteLocked(bool force, bool batching) {
   }
   response_ = grpc::ByteBuffer(pending_.data(), n);
   pending_.erase(pending_.begin(), pending_.begin() + n);
-  if (deferred_) wrote_while_deferred_ = true;
   writing_ = true;
   last_write_ns_ = now;
   StartWrite(&response_);

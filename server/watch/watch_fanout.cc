@@ -209,8 +209,7 @@ void WatchFanout::Dispatch(const informer::ObjectPtr& obj, bool deleted,
           seq, std::move(shared), std::move(prev), deleted, tombstone,
           tokens_.Encode(seq));
       QueuedTally queued;
-      const absl::Time now = host_->clock()->Now();
-      for (WatchStreamReactor* s : streams_) queued.Add(s->Apply(ev, now));
+      for (WatchStreamReactor* s : streams_) queued.Add(s->Apply(ev));
       queued.ReportTo(host_);
       history_.Push(std::move(ev));
     }
@@ -255,7 +254,7 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
       }
       QueuedTally queued;
       history_.ForEachAfter(start.seq, [stream, &queued](const EventPtr& ev) {
-        queued.Add(stream->Apply(ev, absl::InfinitePast()));
+        queued.Add(stream->Apply(ev));
       });
       queued.ReportTo(host_);
       return;

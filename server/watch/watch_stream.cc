@@ -271,13 +271,6 @@ void WatchHub::FlushLoop() {
       absl::MutexLock lock(&flush_mu_);
       while (true) {
         if (flush_stop_) return;
-        if (flush_held_) {
-          auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_) {
-            return flush_stop_ || !flush_held_;
-          };
-          flush_mu_.Await(absl::Condition(&released));
-          continue;
-        }
         const absl::Time due = flush_due_;
         if (due != absl::InfiniteFuture() && clock_->Now() >= due) break;
         // Wakes for an earlier request, at the due time, or to stop.
@@ -302,11 +295,6 @@ void WatchHub::FlushLoop() {
     }
     due_streams.clear();
   }
-}
-
-void WatchHub::HoldFlushes(bool held) {
-  absl::MutexLock lock(&flush_mu_);
-  flush_held_ = held;
 }
 
 void WatchHub::WakeTicker() {

@@ -135,9 +135,6 @@ class WatchHub : private WatchStreamHost {
   // --- For tests ---
   // While paused, streams queue events but start no write.
   void SetWritesPaused(bool paused);
-  // While held, the batching flusher writes nothing, as when its timed
-  // wake-up runs late on busy CPUs.
-  void HoldFlushes(bool held);
   // Blocks until the fan-outs together have handled at least `n` informer
   // events (adds, updates including resyncs, deletes) since construction.
   void WaitForEvents(uint64_t n) const;
@@ -232,7 +229,6 @@ class WatchHub : private WatchStreamHost {
   // Streams waiting for their window to end (alive: see OnDone).
   absl::flat_hash_set<WatchStreamReactor*> deferred_ ABSL_GUARDED_BY(flush_mu_);
   bool flush_stop_ ABSL_GUARDED_BY(flush_mu_) = false;
-  bool flush_held_ ABSL_GUARDED_BY(flush_mu_) = false;
   std::thread flusher_;
 };
 

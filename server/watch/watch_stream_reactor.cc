@@ -91,7 +91,7 @@ void WatchStreamReactor::ResumeLocked(const ResumeTokenEncoder* tokens,
   ScheduleResyncLocked();
 }
 
-size_t WatchStreamReactor::Apply(const EventPtr& ev, absl::Time now) {
+size_t WatchStreamReactor::Apply(const EventPtr& ev) {
   absl::MutexLock lock(&mu_);
   if (ended_) return 0;
   applied_seq_ = ev->seq();
@@ -119,7 +119,7 @@ size_t WatchStreamReactor::Apply(const EventPtr& ev, absl::Time now) {
   }
   const size_t queued = pending_.size();
   if (pending_.size() >= compact_at_) CompactLocked();
-  MaybeWriteLocked(/*force=*/false, now);
+  MaybeWriteLocked(/*force=*/false);
   return queued;
 }
 
@@ -166,11 +166,7 @@ void WatchStreamReactor::Kick() {
 void WatchStreamReactor::Flush() {
   absl::MutexLock lock(&mu_);
   deferred_ = false;
-  // A stream that wrote since it joined the flush set (an event found its
-  // window over first) waits out the window that write started.
-  const bool force = !wrote_while_deferred_;
-  wrote_while_deferred_ = false;
-  MaybeWriteLocked(force);
+  MaybeWriteLocked(/*force=*/true);
 }
 
 size_t WatchStreamReactor::pending_size() {
@@ -217,9 +213,7 @@ void WatchStreamReactor::OnWriteDone(bool ok) {
     FinishIfIdleLocked();
     return;
   }
-  // With the time, so that a stream whose window ended while this write
-  // was in flight writes now rather than waiting for the flusher.
-  MaybeWriteLocked(/*force=*/false, host_->clock()->Now());
+  MaybeWriteLocked(/*force=*/false);
 }
 
 void WatchStreamReactor::OnCancel() {
@@ -284,31 +278,28 @@ void WatchStreamReactor::CompactLocked() {
   compact_at_ = std::max(options_.max_queue, pending_.size() * 2);
 }
 
-bool WatchStreamReactor::DeferLocked(absl::Time now) {
+bool WatchStreamReactor::DeferLocked() {
   const absl::Duration window = options_.batch_window;
   if (window <= absl::ZeroDuration()) return false;
-  // Already in the flush set: the flusher writes it when its window ends.
-  // Checked first, as a busy stream gets here for every event it queues,
-  // and the rate estimate is not free. But an event that finds the window
-  // already over writes now, as it would a stream outside the set: the
-  // flusher's timed wake-up runs late when the CPUs are busy, and every
-  // stream waiting on it would then write late. (An unknown `now` waits.)
-  if (deferred_) return now < last_write_ + window;
-  if (now == absl::InfinitePast()) now = host_->clock()->Now();
+  // Already in the flush set: the flusher writes it soon. Checked first, as
+  // a busy stream gets here for every event it queues, and the clock and
+  // the rate estimate are not free. (Writing such a stream from the event
+  // that finds its window over, as soon as it is, was measured: the
+  // dispatching thread then writes, and the events behind it wait; the
+  // median latency rose.)
+  if (deferred_) return true;
+  const absl::Time now = host_->clock()->Now();
   if (now >= last_write_ + window || !host_->Batching(now)) return false;
   deferred_ = true;
   host_->Defer(this, last_write_ + window);
   return true;
 }
 
-void WatchStreamReactor::MaybeWriteLocked(bool force, absl::Time now) {
+void WatchStreamReactor::MaybeWriteLocked(bool force) {
   if (ended_ || writing_ || pending_.empty() || host_->writes_paused()) {
     return;
   }
-  if (!force && DeferLocked(now)) return;
-  // Still in the flush set: the flusher's call now starts a new window
-  // rather than forcing a second write (see Flush).
-  if (deferred_) wrote_while_deferred_ = true;
+  if (!force && DeferLocked()) return;
   // A stream that overflowed since its last write sends its queue fully
   // coalesced: the amortised compaction in Apply may have left an
   // uncoalesced tail. A queue coalesced since its last event needs no

@@ -113,12 +113,10 @@ class WatchStreamReactor final
   // Resumes after `seq`: the client holds its view at `seq`; the fan-out
   // then replays the events after `seq` through Apply.
   void ResumeLocked(const ResumeTokenEncoder* tokens, uint64_t seq);
-  // One informer event, at `now` (the caller's one clock reading for all
-  // its streams; InfinitePast if none). Returns the queue's length with
-  // it, 0 if this stream does not get it; the caller reports the queued
-  // events to the host (WatchStreamHost::NotePending), once for all its
-  // streams.
-  size_t Apply(const EventPtr& ev, absl::Time now);
+  // One informer event. Returns the queue's length with it, 0 if this
+  // stream does not get it; the caller reports the queued events to the
+  // host (WatchStreamHost::NotePending), once for all its streams.
+  size_t Apply(const EventPtr& ev);
   // True when this stream's resync is due at `now`.
   bool ResyncDue(absl::Time now);
   // Queues a SYNC for every object the stream holds (`objs`: the fan-out's
@@ -169,12 +167,10 @@ class WatchStreamReactor final
   void CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes what is queued if no write is in flight. With a batching
   // window, a stream that wrote less than a window ago waits for the
-  // host's flusher (`force` is the flusher's call) instead. `now`: the
-  // caller's clock reading, InfinitePast if it has none.
-  void MaybeWriteLocked(bool force, absl::Time now = absl::InfinitePast())
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // host's flusher (`force` is the flusher's call) instead.
+  void MaybeWriteLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True if the batching window holds the write back.
-  bool DeferLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DeferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Encodes the queue's first events into builder_, as many as fit in
   // max_message_bytes (at least one); returns how many, 0 if the stream
   // ended (an object could not be encoded).
@@ -225,8 +221,6 @@ class WatchStreamReactor final
   bool tail_coalesced_ ABSL_GUARDED_BY(mu_) = false;
   // Waiting in the host's flush set (batching window).
   bool deferred_ ABSL_GUARDED_BY(mu_) = false;
-  // Wrote while in the flush set (an event found its window over).
-  bool wrote_while_deferred_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
