@@ -20,11 +20,13 @@ DEFAULT_TARGET = "127.0.0.1:50051"
 # callers add their own back-off on top. gRPC's default grows to 120 s, and
 # since Watch calls do not wait for ready (an outage is reported, not waited
 # out in silence), every call in that window would fail at once.
+# Not grpc.min_reconnect_backoff_ms: gRPC also uses it as each connection
+# attempt's timeout, so a short one fails a sidecar that is slow to answer
+# the handshake (a busy node) instead of waiting for it; gRPC's 20 s stays.
 # Message-size limits stay at gRPC's defaults (4 MiB receive): the sidecar
 # keeps every message below them.
 _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 5000),
 ]
 

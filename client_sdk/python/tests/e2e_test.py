@@ -14,6 +14,7 @@ import queue
 import tempfile
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -659,6 +660,100 @@ class ScriptedSidecarTest(unittest.TestCase):
         finally:
             servicer.done.set()
             server.stop(None)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class SlowHandshakeProxy:
+    """A unix-socket relay to `target` that holds each connection's bytes
+    for `delay` seconds before relaying them: a sidecar slow to answer the
+    HTTP/2 handshake (a busy node, a throttled container)."""
+
+    def __init__(self, target: str, delay: float):
+        self.upstream = target[len("unix:"):]
+        self.delay = delay
+        self.tmp = tempfile.mkdtemp(prefix="isdp", dir="/tmp")
+        self.path = os.path.join(self.tmp, "p.sock")
+        self.target = "unix:" + self.path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.path)
+        self.listener.listen(8)
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(conn,),
+                             daemon=True).start()
+
+    def _serve(self, conn):
+        time.sleep(self.delay)  # the slowness under test, not a wait
+        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        up.connect(self.upstream)
+
+        def pump(src, dst):
+            try:
+                while True:
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        back = threading.Thread(target=pump, args=(up, conn), daemon=True)
+        back.start()
+        pump(conn, up)
+        back.join()
+        conn.close()
+        up.close()
+
+    def close(self):
+        self.listener.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class SlowHandshakeTest(unittest.TestCase):
+    """The SDK's channels wait gRPC's usual connect timeout for a slow
+    sidecar's handshake: a connection attempt is not failed after 100 ms
+    (what a short grpc.min_reconnect_backoff_ms does, as it also bounds each
+    attempt), so the first Watch reports no error."""
+
+    def test_a_slow_handshake_is_waited_for_not_reported(self):
+        E = informer_pb2
+        scripts = [[E.WatchResponse(events=[
+            _ev(E.EVENT_TYPE_ADDED, _obj("a", "1"), "t1", True),
+            _ev(E.EVENT_TYPE_INITIAL_STATE_DONE, None, "t2")])]]
+        servicer = ScriptedInformer(scripts)
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
+        informer_pb2_grpc.add_InformerServicer_to_server(servicer, server)
+        tmp = tempfile.mkdtemp(prefix="isdf", dir="/tmp")
+        target = "unix:" + os.path.join(tmp, "s.sock")
+        server.add_insecure_port(target)
+        server.start()
+        proxy = SlowHandshakeProxy(target, delay=0.5)
+        errors = queue.Queue()
+        try:
+            with RemoteInformer("things", target=proxy.target,
+                                on_error=errors.put) as informer:
+                self.assertTrue(informer.wait_for(
+                    lambda inf: inf.has_synced(), timeout=TIMEOUT))
+                self.assertEqual(informer.keys(), ["ns/a"])
+            self.assertTrue(errors.empty(), errors.get_nowait()
+                            if not errors.empty() else None)
+        finally:
+            servicer.done.set()
+            server.stop(None)
+            proxy.close()
             shutil.rmtree(tmp, ignore_errors=True)
 
 
