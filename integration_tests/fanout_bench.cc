@@ -540,15 +540,15 @@ int RunFanoutScenarios(const std::vector<Scenario>& scenarios,
   std::vector<Backend> backends;
   for (std::string& name : names) {
     Backend b;
+    // NAME=PATH: a sidecar built elsewhere, shown as NAME.
     std::string binary = sidecar_bin;
-    if (const size_t eq = name.find('='); eq != std::string::npos) {
+    const size_t eq = name.find('=');
+    if (eq != std::string::npos) {
       binary = name.substr(eq + 1);
       name.resize(eq);
-      b.name = name;
-    } else {
-      b.name = name;
     }
-    if (binary != sidecar_bin || name == "sidecar") {
+    b.name = name;
+    if (eq != std::string::npos || name == "sidecar") {
       auto e = integration::EmulatorProcess::Start(
           emu_bin, {"--history=100000"}, /*quiet=*/true);
       if (!e.ok()) {
