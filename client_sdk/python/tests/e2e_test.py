@@ -8,6 +8,7 @@ condition with a deadline, never a fixed sleep.
 """
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import queue
@@ -598,6 +599,25 @@ class ScriptedInformer(informer_pb2_grpc.InformerServicer):
         self.done.wait(TIMEOUT)
 
 
+@contextlib.contextmanager
+def scripted_server(scripts):
+    """A ScriptedInformer served on a fresh unix socket: yields (servicer,
+    target); ends its open calls and stops it on exit."""
+    servicer = ScriptedInformer(scripts)
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
+    informer_pb2_grpc.add_InformerServicer_to_server(servicer, server)
+    tmp = tempfile.mkdtemp(prefix="isdf", dir="/tmp")
+    target = "unix:" + os.path.join(tmp, "s.sock")
+    server.add_insecure_port(target)
+    server.start()
+    try:
+        yield servicer, target
+    finally:
+        servicer.done.set()
+        server.stop(None)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 class ScriptedSidecarTest(unittest.TestCase):
     """Exact handler calls for a scripted stream: resume, then RESET with a
     state that differs from the mirror in known ways."""
@@ -624,14 +644,7 @@ class ScriptedSidecarTest(unittest.TestCase):
              E.WatchResponse(events=[
                  _ev(E.EVENT_TYPE_DELETED, b, "r5")])],
         ]
-        servicer = ScriptedInformer(scripts)
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
-        informer_pb2_grpc.add_InformerServicer_to_server(servicer, server)
-        tmp = tempfile.mkdtemp(prefix="isdf", dir="/tmp")
-        target = "unix:" + os.path.join(tmp, "s.sock")
-        server.add_insecure_port(target)
-        server.start()
-        try:
+        with scripted_server(scripts) as (servicer, target):
             informer = RemoteInformer("things", target=target,
                                       initial_backoff=0.01)
             rec = Recorder(informer)
@@ -657,10 +670,6 @@ class ScriptedSidecarTest(unittest.TestCase):
                     ("add", "ns/d", False),     # new since the mirror
                     ("delete", "ns/b", False),  # live delete
                 ])  # b unchanged by the RESET: no call at all
-        finally:
-            servicer.done.set()
-            server.stop(None)
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class SlowHandshakeProxy:
@@ -721,6 +730,12 @@ class SlowHandshakeProxy:
         self.listener.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
 
 class SlowHandshakeTest(unittest.TestCase):
     """The SDK's channels wait gRPC's usual connect timeout for a slow
@@ -733,16 +748,9 @@ class SlowHandshakeTest(unittest.TestCase):
         scripts = [[E.WatchResponse(events=[
             _ev(E.EVENT_TYPE_ADDED, _obj("a", "1"), "t1", True),
             _ev(E.EVENT_TYPE_INITIAL_STATE_DONE, None, "t2")])]]
-        servicer = ScriptedInformer(scripts)
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
-        informer_pb2_grpc.add_InformerServicer_to_server(servicer, server)
-        tmp = tempfile.mkdtemp(prefix="isdf", dir="/tmp")
-        target = "unix:" + os.path.join(tmp, "s.sock")
-        server.add_insecure_port(target)
-        server.start()
-        proxy = SlowHandshakeProxy(target, delay=0.5)
         errors = queue.Queue()
-        try:
+        with scripted_server(scripts) as (_, target), \
+                SlowHandshakeProxy(target, delay=0.5) as proxy:
             with RemoteInformer("things", target=proxy.target,
                                 on_error=errors.put) as informer:
                 self.assertTrue(informer.wait_for(
@@ -750,11 +758,6 @@ class SlowHandshakeTest(unittest.TestCase):
                 self.assertEqual(informer.keys(), ["ns/a"])
             self.assertTrue(errors.empty(), errors.get_nowait()
                             if not errors.empty() else None)
-        finally:
-            servicer.done.set()
-            server.stop(None)
-            proxy.close()
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class ScriptedResumeTest(unittest.TestCase):
@@ -772,15 +775,8 @@ class ScriptedResumeTest(unittest.TestCase):
                 _ev(E.EVENT_TYPE_ADDED, c, "t3", True),
                 _ev(E.EVENT_TYPE_INITIAL_STATE_DONE, None, "t4")])],
         ]
-        servicer = ScriptedInformer(scripts)
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
-        informer_pb2_grpc.add_InformerServicer_to_server(servicer, server)
-        tmp = tempfile.mkdtemp(prefix="isdf", dir="/tmp")
-        target = "unix:" + os.path.join(tmp, "s.sock")
-        server.add_insecure_port(target)
-        server.start()
         errors, recoveries = [], []
-        try:
+        with scripted_server(scripts) as (servicer, target):
             informer = RemoteInformer("things", target=target,
                                       initial_backoff=0.01,
                                       on_error=errors.append,
@@ -803,10 +799,6 @@ class ScriptedResumeTest(unittest.TestCase):
                 self.assertEqual(rec.calls, [("add", "ns/a", True),
                                              ("add", "ns/b", True),
                                              ("add", "ns/c", True)])
-        finally:
-            servicer.done.set()
-            server.stop(None)
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class RestartTest(unittest.TestCase):
