@@ -69,13 +69,17 @@ TEST(IndexerListStageTest, BuildsTheIndexedCacheAsItemsArriveAndCommitsIt) {
   EXPECT_THAT(staged_in_a, UnorderedElementsAre("a/x", "a/z"));
 }
 
+// A commit function that notes it was called and accepts the stage.
+auto NoteCommit(bool* called) {
+  return [called](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
+    *called = true;
+    return true;
+  };
+}
+
 TEST(IndexerListStageTest, AListWithADuplicateKeyIsNotCommitted) {
   bool called = false;
-  IndexerListStage stage(NamespaceIndexers(),
-                         [&](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
-                           called = true;
-                           return true;
-                         });
+  IndexerListStage stage(NamespaceIndexers(), NoteCommit(&called));
   std::vector<ObjectPtr> items = {ConfigMap("a", "x", "1"),
                                   ConfigMap("a", "y", "2"),
                                   ConfigMap("a", "x", "3")};
@@ -87,11 +91,7 @@ TEST(IndexerListStageTest, AListWithADuplicateKeyIsNotCommitted) {
 
 TEST(IndexerListStageTest, ItemsOtherThanTheStagedOnesAreNotCommitted) {
   bool called = false;
-  IndexerListStage stage(NamespaceIndexers(),
-                         [&](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
-                           called = true;
-                           return true;
-                         });
+  IndexerListStage stage(NamespaceIndexers(), NoteCommit(&called));
   ObjectPtr x = ConfigMap("a", "x");
   ASSERT_TRUE(stage.Add(x).ok());
   EXPECT_FALSE(stage.Commit({x, ConfigMap("a", "y")}, "9"));
