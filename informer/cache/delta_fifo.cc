@@ -86,7 +86,8 @@ bool IsFifoClosed(const absl::Status& status) {
 
 DeltaFIFO::DeltaFIFO(Options options)
     : known_objects_(options.known_objects),
-      emit_delta_type_replaced_(options.emit_delta_type_replaced) {}
+      emit_delta_type_replaced_(options.emit_delta_type_replaced),
+      process_when_idle_(std::move(options.process_when_idle)) {}
 
 void DeltaFIFO::QueueActionLocked(std::string key, Delta delta) {
   auto [it, inserted] = items_.try_emplace(std::move(key));
@@ -96,6 +97,16 @@ void DeltaFIFO::QueueActionLocked(std::string key, Delta delta) {
   // Dedup only ever merges two deltas into one, so `deltas` is non-empty and
   // the "key in items_ iff in queue_" invariant holds.
   if (inserted) queue_.push_back(it->first);
+}
+
+void DeltaFIFO::QueueProducedLocked(std::string key, Delta delta) {
+  const bool was_idle = queue_.empty();
+  QueueActionLocked(std::move(key), std::move(delta));
+  // Nothing else queued and no Pop mid-way (it would hold the lock): what
+  // the next Pop would do, done now, without waking the consumer.
+  if (was_idle && process_when_idle_ && !closed_) {
+    PopHeadLocked(process_when_idle_);
+  }
 }
 
 void DeltaFIFO::AddIfNotPresentLocked(std::string key, Deltas deltas) {
@@ -111,7 +122,7 @@ absl::Status DeltaFIFO::Add(ObjectPtr obj) {
   std::string key = obj->Key();
   absl::MutexLock lock(&mu_);
   populated_ = true;
-  QueueActionLocked(std::move(key), Delta{DeltaType::kAdded, std::move(obj)});
+  QueueProducedLocked(std::move(key), Delta{DeltaType::kAdded, std::move(obj)});
   return absl::OkStatus();
 }
 
@@ -122,7 +133,7 @@ absl::Status DeltaFIFO::Update(ObjectPtr obj) {
   std::string key = obj->Key();
   absl::MutexLock lock(&mu_);
   populated_ = true;
-  QueueActionLocked(std::move(key), Delta{DeltaType::kUpdated, std::move(obj)});
+  QueueProducedLocked(std::move(key), Delta{DeltaType::kUpdated, std::move(obj)});
   return absl::OkStatus();
 }
 
@@ -139,7 +150,7 @@ absl::Status DeltaFIFO::Delete(ObjectPtr obj) {
     // by a relist's tombstone. Don't report it twice.
     return absl::OkStatus();
   }
-  QueueActionLocked(std::move(key), Delta{DeltaType::kDeleted, std::move(obj)});
+  QueueProducedLocked(std::move(key), Delta{DeltaType::kDeleted, std::move(obj)});
   return absl::OkStatus();
 }
 
@@ -270,34 +281,39 @@ absl::Status DeltaFIFO::Pop(const ProcessFn& process) {
   while (true) {
     mu_.Await(absl::Condition(this, &DeltaFIFO::PopReadyLocked));
     if (queue_.empty()) return absl::CancelledError(kClosedMessage);
-
-    const bool is_in_initial_list = !HasSyncedLocked();
-    std::string key = std::move(queue_.front());
-    queue_.pop_front();
-    if (initial_population_count_ > 0) --initial_population_count_;
-    auto it = items_.find(key);
-    if (it == items_.end()) {
-      LOG(ERROR) << "DeltaFIFO: key " << key
-                 << " was queued without deltas; skipped";
-      continue;
-    }
-    Deltas deltas = std::move(it->second);
-    items_.erase(it);
-
-    absl::Status status = process(deltas, is_in_initial_list);
-    if (IsRequeue(status)) {
-      // Still under the lock, so no newer delta for this key can have been
-      // queued meanwhile: putting these back keeps per-key order.
-      AddIfNotPresentLocked(std::move(key), std::move(deltas));
-      status.ErasePayload(kRequeuePayloadUrl);
-    }
-    // Everything queued before the last note has now been processed.
-    if (queue_.empty()) {
-      MarkAppliedLocked();
-      ReleaseIdleCapacityLocked();
-    }
-    return status;
+    absl::optional<absl::Status> status = PopHeadLocked(process);
+    if (status.has_value()) return *std::move(status);
   }
+}
+
+absl::optional<absl::Status> DeltaFIFO::PopHeadLocked(
+    const ProcessFn& process) {
+  const bool is_in_initial_list = !HasSyncedLocked();
+  std::string key = std::move(queue_.front());
+  queue_.pop_front();
+  if (initial_population_count_ > 0) --initial_population_count_;
+  auto it = items_.find(key);
+  if (it == items_.end()) {
+    LOG(ERROR) << "DeltaFIFO: key " << key
+               << " was queued without deltas; skipped";
+    return absl::nullopt;
+  }
+  Deltas deltas = std::move(it->second);
+  items_.erase(it);
+
+  absl::Status status = process(deltas, is_in_initial_list);
+  if (IsRequeue(status)) {
+    // Still under the lock, so no newer delta for this key can have been
+    // queued meanwhile: putting these back keeps per-key order.
+    AddIfNotPresentLocked(std::move(key), std::move(deltas));
+    status.ErasePayload(kRequeuePayloadUrl);
+  }
+  // Everything queued before the last note has now been processed.
+  if (queue_.empty()) {
+    MarkAppliedLocked();
+    ReleaseIdleCapacityLocked();
+  }
+  return status;
 }
 
 void DeltaFIFO::NoteResourceVersion(absl::string_view resource_version) {

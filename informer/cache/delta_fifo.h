@@ -143,10 +143,17 @@ bool IsFifoClosed(const absl::Status& status);
 //
 // Thread-safety: every method may be called from any thread. Several threads
 // may Pop; since process runs under the lock, their process calls serialise,
-// so one key's Deltas are never processed by two threads at once.
+// so one key's Deltas are never processed by two threads at once. The same
+// holds for a producer running Options::process_when_idle.
 // Ownership: `known_objects` is not owned and must outlive the FIFO.
 class DeltaFIFO {
  public:
+  // The consumer's callback for Pop. `deltas` is everything queued for one
+  // key, oldest first. `is_in_initial_list` is true while the items of the
+  // first Replace (the initial list) are still being popped.
+  using ProcessFn = std::function<absl::Status(const Deltas& deltas,
+                                               bool is_in_initial_list)>;
+
   struct Options {
     // The consumer's store; may be null (Replace then only infers deletions
     // for keys that are still queued, and Resync does nothing).
@@ -155,13 +162,21 @@ class DeltaFIFO {
     // client-go before kReplaced existed (consumers then cannot tell a
     // relist from a periodic resync).
     bool emit_delta_type_replaced = true;
+    // Optional: lets the producer's thread do the consumer's work when the
+    // consumer has nothing to do. An Add/Update/Delete that finds the queue
+    // empty runs this on its key's deltas at once, inside the same critical
+    // section, exactly as a Pop would have right after it (nothing else is
+    // queued, and a Pop processes under the lock, so none is mid-way), and
+    // the consumer is not woken for it. Saves a thread wake-up per event on
+    // a quiet stream; under a backlog the consumer's Pops do the work and
+    // the producer only queues, so the two threads still overlap. Same
+    // contract as a Pop's process function (quick, non-blocking, no calls
+    // into this FIFO); its status is not the producer's (the Add itself
+    // succeeded): a RequeueStatus puts the deltas back for Pop, as Pop does,
+    // and any other error is for the function to report. Never used once
+    // the FIFO is closed (the consumer drains it).
+    ProcessFn process_when_idle;
   };
-
-  // The consumer's callback for Pop. `deltas` is everything queued for one
-  // key, oldest first. `is_in_initial_list` is true while the items of the
-  // first Replace (the initial list) are still being popped.
-  using ProcessFn = std::function<absl::Status(const Deltas& deltas,
-                                               bool is_in_initial_list)>;
 
   explicit DeltaFIFO(Options options);
   DeltaFIFO(const DeltaFIFO&) = delete;
@@ -266,14 +281,21 @@ class DeltaFIFO {
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // Appends a delta to `key`'s Deltas (deduplicating deletes) and enqueues
-  // the key if it had none.
   // Sets applied_rv_ to noted_rv_ (the queue is empty).
   void MarkAppliedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // With the queue empty: frees the table a large batch (a list) left in
   // items_.
   void ReleaseIdleCapacityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends a delta to `key`'s Deltas (deduplicating deletes) and enqueues
+  // the key if it had none. A producer's delta: `was_idle` (the queue was
+  // empty before it) lets process_when_idle take it at once.
   void QueueActionLocked(std::string key, Delta delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueProducedLocked(std::string key, Delta delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the head key and runs `process` on its deltas (requeueing them
+  // on a RequeueStatus). nullopt when the head had no deltas (skipped).
+  absl::optional<absl::Status> PopHeadLocked(const ProcessFn& process)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddIfNotPresentLocked(std::string key, Deltas deltas)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -287,6 +309,7 @@ class DeltaFIFO {
 
   KeyListerGetter* const known_objects_;
   const bool emit_delta_type_replaced_;
+  const ProcessFn process_when_idle_;
 
   mutable absl::Mutex mu_;
   // key -> Deltas (never empty). A key is in items_ iff it is in queue_.

@@ -544,35 +544,39 @@ TEST(DeltaFIFOTest, PopAfterCloseDrainsQueuedKeysThenReportsClosed) {
   EXPECT_THAT(none.deltas, IsEmpty());
 }
 
-TEST(DeltaFIFOTest, ConcurrentProducersAndConsumerPreservePerKeyOrder) {
+// Producers and a consumer (and, with `process_when_idle`, the producers
+// processing when the queue is empty) on one FIFO: every delta of a key must
+// be processed once, with a strictly larger version than the previous one
+// seen for that key, across pops.
+void ExpectConcurrentUseKeepsPerKeyOrder(bool process_when_idle) {
   constexpr int kProducers = 4;
   constexpr int kKeysPerProducer = 25;
   constexpr int kUpdatesPerKey = 60;
-  DeltaFIFO fifo({});
-
-  // Consumer: every delta of a key must carry a strictly larger version than
-  // the previous one seen for that key, across pops.
+  // Only ever called under the FIFO's lock, so the state needs no other.
   absl::flat_hash_map<std::string, int64_t> last_version;
   int64_t deltas_seen = 0;
   bool order_ok = true;
+  const DeltaFIFO::ProcessFn process = [&](const Deltas& deltas, bool) {
+    for (const Delta& d : deltas) {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(d.object->resource_version(), &v)) {
+        order_ok = false;
+      }
+      auto [it, inserted] = last_version.try_emplace(d.object->Key(), v);
+      if (!inserted) {
+        if (v <= it->second) order_ok = false;
+        it->second = v;
+      }
+      ++deltas_seen;
+    }
+    return absl::OkStatus();
+  };
+  DeltaFIFO::Options options;
+  if (process_when_idle) options.process_when_idle = process;
+  DeltaFIFO fifo(options);
+
   std::thread consumer([&] {
-    while (true) {
-      absl::Status s = fifo.Pop([&](const Deltas& deltas, bool) {
-        for (const Delta& d : deltas) {
-          int64_t v = 0;
-          if (!absl::SimpleAtoi(d.object->resource_version(), &v)) {
-            order_ok = false;
-          }
-          auto [it, inserted] = last_version.try_emplace(d.object->Key(), v);
-          if (!inserted) {
-            if (v <= it->second) order_ok = false;
-            it->second = v;
-          }
-          ++deltas_seen;
-        }
-        return absl::OkStatus();
-      });
-      if (IsFifoClosed(s)) return;
+    while (!IsFifoClosed(fifo.Pop(process))) {
     }
   });
 
@@ -601,6 +605,14 @@ TEST(DeltaFIFOTest, ConcurrentProducersAndConsumerPreservePerKeyOrder) {
   for (const auto& [key, v] : last_version) {
     EXPECT_EQ(v, kUpdatesPerKey) << key;
   }
+}
+
+TEST(DeltaFIFOTest, ConcurrentProducersAndConsumerPreservePerKeyOrder) {
+  ExpectConcurrentUseKeepsPerKeyOrder(/*process_when_idle=*/false);
+}
+
+TEST(DeltaFIFOTest, ProducersProcessingWhenIdlePreservePerKeyOrder) {
+  ExpectConcurrentUseKeepsPerKeyOrder(/*process_when_idle=*/true);
 }
 
 TEST(DeltaFIFOTest, KeyOfUsesTheNewestDelta) {
@@ -651,6 +663,122 @@ TEST(DeltaFIFOTest, AppliedResourceVersionFollowsProcessingNotReceipt) {
                     return absl::OkStatus();
                   }).ok());
   EXPECT_EQ(fifo.AppliedResourceVersion(), "8");
+}
+
+// What a FIFO's process_when_idle was handed, in order.
+struct IdleProcessed {
+  std::vector<std::vector<std::string>> deltas;
+  std::vector<bool> initial;
+  // Returned by the next call (then reset to OK).
+  absl::Status next_result;
+};
+
+DeltaFIFO::Options ProcessingWhenIdle(IdleProcessed* seen,
+                                      KeyListerGetter* known = nullptr) {
+  DeltaFIFO::Options o;
+  o.known_objects = known;
+  o.process_when_idle = [seen](const Deltas& deltas, bool initial) {
+    seen->deltas.push_back(Describe(deltas));
+    seen->initial.push_back(initial);
+    return std::exchange(seen->next_result, absl::OkStatus());
+  };
+  return o;
+}
+
+TEST(DeltaFIFOProcessWhenIdleTest, AnEventOnAnEmptyQueueIsProcessedAtOnce) {
+  IdleProcessed seen;
+  FakeKnownObjects known;
+  known.Set(Obj("c", "1"));
+  DeltaFIFO fifo(ProcessingWhenIdle(&seen, &known));
+  ASSERT_TRUE(fifo.Add(Obj("a", "2")).ok());
+  ASSERT_TRUE(fifo.Update(Obj("a", "3")).ok());
+  ASSERT_TRUE(fifo.Delete(Obj("c", "4")).ok());
+  // Neither queued nor known: dropped, as without the option.
+  ASSERT_TRUE(fifo.Delete(Obj("gone", "5")).ok());
+  EXPECT_THAT(seen.deltas,
+              ElementsAre(ElementsAre("Added:ns/a@2"),
+                          ElementsAre("Updated:ns/a@3"),
+                          ElementsAre("Deleted:ns/c@4")));
+  EXPECT_THAT(seen.initial, ElementsAre(false, false, false));
+  EXPECT_EQ(fifo.Len(), 0u) << "nothing left for the consumer";
+  // The noted RV applies at once: every delta is processed.
+  fifo.NoteResourceVersion("4");
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "4");
+}
+
+TEST(DeltaFIFOProcessWhenIdleTest, ABacklogStaysTheConsumersInOrder) {
+  IdleProcessed seen;
+  DeltaFIFO fifo(ProcessingWhenIdle(&seen));
+  // A relist's items are queued for Pop (never processed by the producer).
+  ASSERT_TRUE(fifo.Replace({Obj("a", "1"), Obj("b", "1")}, "1").ok());
+  // Events behind a backlog only queue: processing them now would pass
+  // the keys queued before them.
+  ASSERT_TRUE(fifo.Add(Obj("c", "2")).ok());
+  ASSERT_TRUE(fifo.Update(Obj("a", "3")).ok());
+  EXPECT_THAT(seen.deltas, IsEmpty());
+  EXPECT_THAT(fifo.ListKeys(), ElementsAre("ns/a", "ns/b", "ns/c"));
+  Popped a = PopOne(fifo);
+  EXPECT_THAT(a.deltas, ElementsAre("Replaced:ns/a@1", "Updated:ns/a@3"));
+  EXPECT_TRUE(a.is_in_initial_list);
+  EXPECT_THAT(PopOne(fifo).deltas, ElementsAre("Replaced:ns/b@1"));
+  EXPECT_THAT(PopOne(fifo).deltas, ElementsAre("Added:ns/c@2"));
+  EXPECT_TRUE(fifo.HasSynced());
+  // Drained: the producer processes again.
+  ASSERT_TRUE(fifo.Update(Obj("b", "4")).ok());
+  EXPECT_THAT(seen.deltas, ElementsAre(ElementsAre("Updated:ns/b@4")));
+  EXPECT_EQ(fifo.Len(), 0u);
+}
+
+TEST(DeltaFIFOProcessWhenIdleTest, ARequeueGoesBackToTheConsumer) {
+  IdleProcessed seen;
+  DeltaFIFO fifo(ProcessingWhenIdle(&seen));
+  seen.next_result = RequeueStatus(absl::UnavailableError("later"));
+  // The Add itself succeeded; its processing asked to be retried.
+  ASSERT_TRUE(fifo.Add(Obj("a", "1")).ok());
+  ASSERT_EQ(seen.deltas.size(), 1u);
+  EXPECT_THAT(fifo.ListKeys(), ElementsAre("ns/a"));
+  // A later event for the key joins the requeued deltas, oldest first.
+  ASSERT_TRUE(fifo.Update(Obj("a", "2")).ok());
+  EXPECT_EQ(seen.deltas.size(), 1u);
+  EXPECT_THAT(PopOne(fifo).deltas,
+              ElementsAre("Added:ns/a@1", "Updated:ns/a@2"));
+}
+
+TEST(DeltaFIFOProcessWhenIdleTest, NotOnceClosed) {
+  IdleProcessed seen;
+  DeltaFIFO fifo(ProcessingWhenIdle(&seen));
+  fifo.Close();
+  ASSERT_TRUE(fifo.Add(Obj("a", "1")).ok());
+  EXPECT_THAT(seen.deltas, IsEmpty());
+  // Pop drains what was queued after Close.
+  EXPECT_THAT(PopOne(fifo).deltas, ElementsAre("Added:ns/a@1"));
+  EXPECT_TRUE(IsFifoClosed(PopOne(fifo).status));
+}
+
+TEST(DeltaFIFOProcessWhenIdleTest, ABlockedConsumerIsNotWokenForIt) {
+  // The consumer waits in Pop while the producer adds to an empty queue:
+  // the producer processes the event and the Pop keeps waiting, then takes
+  // the next backlog (a resync) and only that.
+  IdleProcessed seen;
+  FakeKnownObjects known;
+  known.Set(Obj("k", "1"));
+  DeltaFIFO fifo(ProcessingWhenIdle(&seen, &known));
+  absl::Notification popped;
+  std::vector<std::string> consumer_got;
+  std::thread consumer([&] {
+    ASSERT_TRUE(fifo.Pop([&](const Deltas& deltas, bool) {
+                      consumer_got = Describe(deltas);
+                      return absl::OkStatus();
+                    }).ok());
+    popped.Notify();
+  });
+  ASSERT_TRUE(fifo.Add(Obj("a", "2")).ok());
+  EXPECT_THAT(seen.deltas, ElementsAre(ElementsAre("Added:ns/a@2")));
+  EXPECT_FALSE(popped.HasBeenNotified());
+  ASSERT_TRUE(fifo.Resync().ok());
+  consumer.join();
+  EXPECT_THAT(consumer_got, ElementsAre("Sync:ns/k@1"));
+  EXPECT_EQ(seen.deltas.size(), 1u);
 }
 
 }  // namespace

@@ -78,7 +78,9 @@ class HandlerRegistration {
 //
 // Data flow: Reflector -> DeltaFIFO -> processing thread (HandleDeltas:
 // update the indexer, then distribute notifications) -> each handler's
-// ProcessorListener. The indexer is always updated before handlers hear of
+// ProcessorListener. A watch event that finds the FIFO empty is processed
+// by the reflector's thread at once, as the processing thread would have
+// (see ProcessLoop), so handlers and inline listeners run on either. The indexer is always updated before handlers hear of
 // a change, so a handler that reads the cache sees at least that state.
 //
 // Ordering: each handler sees the events of one object in the order the
