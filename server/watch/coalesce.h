@@ -16,6 +16,11 @@ namespace server {
 // one the stream made (initial state, enter/leave, SYNC, coalesced), or a
 // marker (no object: BOOKMARK, RESET, INITIAL_STATE_DONE). Value type.
 struct PendingEvent {
+  // User-provided, so that value-initialising one (emplace_back() on every
+  // stream for every event) runs the member initialisers only, without
+  // zeroing the whole struct first.
+  PendingEvent() {}
+
   EventPtr ev;
   informer::v1::EventType type = informer::v1::EVENT_TYPE_UNSPECIFIED;
   SharedPtr obj;
