@@ -436,6 +436,48 @@ TEST_F(WatchStreamTest, LabelSelectorEnterAndLeave) {
   EXPECT_EQ(state.objects.size(), 2u);  // b and c
 }
 
+// Streams opened with the same filter share one filter object, judged
+// once per event for all of them: each still gets its own enter and leave
+// events, as do streams with other filters beside them.
+TEST_F(WatchStreamTest, StreamsSharingAFilterEachGetTheirEnterAndLeave) {
+  Start();
+  v1::WatchRequest web_req = Pods();
+  web_req.set_label_selector("app=web");
+  v1::WatchRequest web_in_req = Pods();
+  web_in_req.set_label_selector("app in (web)");  // same set, other text
+  v1::WatchRequest db_req = Pods();
+  db_req.set_label_selector("app=db");
+  std::vector<v1::WatchRequest> reqs = {web_req, web_req, web_in_req, db_req};
+  std::vector<std::unique_ptr<Call>> calls;
+  std::vector<ClientState> states(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    calls.push_back(Open(reqs[i]));
+    ReadInitial(calls[i].get(), &states[i]);
+  }
+  service_->watch_hub().WaitForOpenStreams(reqs.size());
+  // b enters app=web, then a leaves it for app=db.
+  ASSERT_TRUE(source_->Modify("default", "b", Labels{{"app", "web"}}).ok());
+  ASSERT_TRUE(source_->Modify("default", "a", Labels{{"app", "db"}}).ok());
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const size_t initial = states[i].events.size();
+    ReadEvents(calls[i].get(), &states[i], 2);
+    ASSERT_EQ(states[i].events.size(), initial + 2);
+    EXPECT_EQ(states[i].events[initial].type(), v1::EVENT_TYPE_ADDED);
+    EXPECT_EQ(states[i].events[initial + 1].type(), v1::EVENT_TYPE_DELETED);
+    EXPECT_EQ(states[i].objects.count("default/b"), 1u);
+    EXPECT_EQ(states[i].objects.count("default/a"), 0u);
+  }
+  // app=db: b left it (it held b), then a entered it.
+  const size_t initial = states[3].events.size();
+  ReadEvents(calls[3].get(), &states[3], 2);
+  ASSERT_EQ(states[3].events.size(), initial + 2);
+  EXPECT_EQ(states[3].events[initial].type(), v1::EVENT_TYPE_DELETED);
+  EXPECT_EQ(states[3].events[initial + 1].type(), v1::EVENT_TYPE_ADDED);
+  EXPECT_EQ(states[3].objects.count("default/a"), 1u);
+  EXPECT_EQ(states[3].objects.count("default/b"), 0u);
+}
+
 TEST_F(WatchStreamTest, IndexFilter) {
   Start();
   v1::WatchRequest req = Pods();

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/watch/watch_filter.h"
 
 namespace server {
 namespace {
@@ -208,8 +209,15 @@ void WatchFanout::Dispatch(const informer::ObjectPtr& obj, bool deleted,
       auto ev = std::make_shared<const FanoutEvent>(
           seq, std::move(shared), std::move(prev), deleted, tombstone,
           tokens_.Encode(seq));
+      // Judged once per distinct filter, not once per stream.
+      FilterVerdicts verdicts(
+          ev->prev() != nullptr ? &ev->prev()->object() : nullptr,
+          !ev->deleted() && ev->obj() != nullptr ? &ev->obj()->object()
+                                                    : nullptr);
       QueuedTally queued;
-      for (WatchStreamReactor* s : streams_) queued.Add(s->Apply(ev));
+      for (WatchStreamReactor* s : streams_) {
+        queued.Add(s->Apply(ev, &verdicts));
+      }
       queued.ReportTo(host_);
       history_.Push(std::move(ev));
     }

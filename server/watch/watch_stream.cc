@@ -227,8 +227,13 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
       start.after_key = token->after_key;
     }
   }
+  // Streams of one fan-out with the same filter share it, so an event is
+  // judged once for all of them.
+  std::shared_ptr<const WatchFilter> shared_filter = filters_.Intern(
+      absl::StrCat((*fanout)->epoch(), "/", (*entry)->config.resource),
+      request.label_selector(), std::move(filter));
   auto* stream = new WatchStreamReactor(
-      this, *fanout, (*entry)->config.resource, std::move(filter),
+      this, *fanout, (*entry)->config.resource, std::move(shared_filter),
       request.encoding(), request.send_old_object(), *resync, start);
   stream->SetOnDone(std::move(on_done));
   EnsureTicker();

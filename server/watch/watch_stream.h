@@ -196,6 +196,9 @@ class WatchHub : private WatchStreamHost {
       ABSL_GUARDED_BY(fanouts_mu_);
   uint64_t next_epoch_ ABSL_GUARDED_BY(fanouts_mu_) = 1;
 
+  // The streams' filters, one object per distinct filter and fan-out.
+  FilterInterner filters_;
+
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

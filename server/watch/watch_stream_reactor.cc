@@ -23,27 +23,17 @@ constexpr size_t kKeepPending = 256;
 
 }  // namespace
 
-bool WatchFilter::Matches(const informer::Object& obj) const {
-  if (!namespace_.empty() && obj.namespace_() != namespace_) return false;
-  if (!selector.Matches(obj)) return false;
-  if (index_fn) {
-    const informer::IndexValues values = index_fn(obj);
-    return std::find(values.begin(), values.end(), index_value) !=
-           values.end();
-  }
-  return true;
-}
-
 WatchStreamReactor::WatchStreamReactor(
     WatchStreamHost* host, std::shared_ptr<WatchStreamOwner> owner,
-    std::string resource, WatchFilter filter, v1::Encoding encoding,
+    std::string resource, std::shared_ptr<const WatchFilter> filter,
+    v1::Encoding encoding,
     bool send_old, absl::Duration resync_period, WatchStart start)
     : host_(host),
       options_(host->options()),
       owner_(std::move(owner)),
       resource_(std::move(resource)),
       filter_(std::move(filter)),
-      unfiltered_(filter_.Empty()),
+      unfiltered_(filter_->Empty()),
       encoding_(encoding),
       send_old_(send_old),
       resync_period_(resync_period),
@@ -91,12 +81,20 @@ void WatchStreamReactor::ResumeLocked(const ResumeTokenEncoder* tokens,
   ScheduleResyncLocked();
 }
 
-size_t WatchStreamReactor::Apply(const EventPtr& ev) {
+size_t WatchStreamReactor::Apply(const EventPtr& ev,
+                                 FilterVerdicts* verdicts) {
   absl::MutexLock lock(&mu_);
   if (ended_) return 0;
   applied_seq_ = ev->seq();
-  const bool held_before = Holds(ev->prev());
-  const bool held_after = !ev->deleted() && Holds(ev->obj());
+  bool held_before, held_after;
+  if (verdicts != nullptr && !unfiltered_) {
+    const FilterVerdicts::Verdict v = verdicts->For(*filter_);
+    held_before = v.before;
+    held_after = v.after;
+  } else {
+    held_before = Holds(ev->prev());
+    held_after = !ev->deleted() && Holds(ev->obj());
+  }
   if (!held_before && !held_after) return 0;
   // Built in place: this runs for every stream and every event.
   PendingEvent& p = EmplaceLocked();

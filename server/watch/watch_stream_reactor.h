@@ -15,12 +15,11 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/cache/index.h"
-#include "informer/labels/label_selector.h"
 #include "informer/object/object.h"
 #include "proto/informer/v1/informer.pb.h"
 #include "server/watch/coalesce.h"
 #include "server/watch/resume_token.h"
+#include "server/watch/watch_filter.h"
 #include "server/watch/watch_event.h"
 #include "server/watch/watch_response_builder.h"
 #include "server/watch/watch_stream_host.h"
@@ -28,20 +27,6 @@
 namespace server {
 
 class WatchStreamReactor;
-
-// What a Watch request filters on. A pure function of an object.
-struct WatchFilter {
-  std::string namespace_;
-  informer::LabelSelector selector;
-  std::string index_name;
-  std::string index_value;
-  informer::IndexFunc index_fn;  // null: no index filter
-
-  bool Empty() const {
-    return namespace_.empty() && selector.Empty() && !index_fn;
-  }
-  bool Matches(const informer::Object& obj) const;
-};
 
 // What a stream was asked to start from.
 struct WatchStart {
@@ -89,14 +74,15 @@ class WatchStreamReactor final
  public:
   WatchStreamReactor(WatchStreamHost* host,
                      std::shared_ptr<WatchStreamOwner> owner,
-                     std::string resource, WatchFilter filter,
+                     std::string resource,
+                     std::shared_ptr<const WatchFilter> filter,
                      informer::v1::Encoding encoding, bool send_old,
                      absl::Duration resync_period, WatchStart start);
 
-  const WatchFilter& filter() const { return filter_; }
+  const WatchFilter& filter() const { return *filter_; }
   // Whether a stream at `obj`'s position holds it (non-null and matching).
   bool Holds(const SharedPtr& obj) const {
-    return obj != nullptr && (unfiltered_ || filter_.Matches(obj->object()));
+    return obj != nullptr && (unfiltered_ || filter_->Matches(obj->object()));
   }
   const WatchStart& start() const { return start_; }
 
@@ -116,7 +102,9 @@ class WatchStreamReactor final
   // One informer event. Returns the queue's length with it, 0 if this
   // stream does not get it; the caller reports the queued events to the
   // host (WatchStreamHost::NotePending), once for all its streams.
-  size_t Apply(const EventPtr& ev);
+  // `verdicts` (may be null): the event's filter verdicts, shared by the
+  // streams it goes to, built from the event's states before and after.
+  size_t Apply(const EventPtr& ev, FilterVerdicts* verdicts = nullptr);
   // True when this stream's resync is due at `now`.
   bool ResyncDue(absl::Time now);
   // Queues a SYNC for every object the stream holds (`objs`: the fan-out's
@@ -190,7 +178,8 @@ class WatchStreamReactor final
   // stream.
   const std::shared_ptr<WatchStreamOwner> owner_;
   const std::string resource_;
-  const WatchFilter filter_;
+  // Shared with the streams opened with the same filter (FilterInterner).
+  const std::shared_ptr<const WatchFilter> filter_;
   const bool unfiltered_;
   const informer::v1::Encoding encoding_;
   const bool send_old_;
