@@ -43,7 +43,7 @@ SharedIndexInformer::SharedIndexInformer(ListerWatcher* lw, Options options,
       // the reflector's thread, without waking it: see ProcessLoop.
       fifo_(FifoOptions(&indexer_,
                         [this](const Deltas& deltas, bool initial) {
-                          return HandleDeltas(deltas, initial);
+                          return ProcessWhenIdle(deltas, initial);
                         })),
       resync_check_period_(options_.default_resync_period) {}
 
@@ -243,12 +243,31 @@ void SharedIndexInformer::ProcessLoop() {
 }
 
 void SharedIndexInformer::RefreshSynced() {
-  const bool synced = fifo_.HasSynced();
+  if (fifo_.HasSynced()) MarkSynced();
+}
+
+void SharedIndexInformer::MarkSynced() {
   absl::MutexLock lock(&sync_mu_);
-  if (synced && !synced_) {
+  if (!synced_) {
     synced_ = true;
     LOG(INFO) << options_.name << ": cache synced";
   }
+}
+
+absl::Status SharedIndexInformer::ProcessWhenIdle(const Deltas& deltas,
+                                                  bool is_in_initial_list) {
+  // The FIFO hands its producer a key only when nothing else is queued, so
+  // the initial list has been popped: the informer is synced, which
+  // ProcessLoop records only after its last pop returns. Recorded first, so
+  // no handler of this event sees the informer unsynced.
+  if (!is_in_initial_list) MarkSynced();
+  absl::Status st = HandleDeltas(deltas, is_in_initial_list);
+  // Logged here as ProcessLoop logs its pops' errors: the producer's own
+  // call succeeded whatever this returns.
+  if (!st.ok() && !IsRequeue(st)) {
+    LOG(ERROR) << options_.name << ": processing: " << st;
+  }
+  return st;
 }
 
 absl::Status SharedIndexInformer::HandleDeltas(const Deltas& deltas,

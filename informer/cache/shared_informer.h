@@ -175,6 +175,11 @@ class SharedIndexInformer {
   bool ShouldResync();
   void ProcessLoop();
   void RefreshSynced();
+  // Records that the initial list has been popped (logged once).
+  void MarkSynced();
+  // DeltaFIFO::Options::process_when_idle: HandleDeltas on the reflector's
+  // thread, for a watch event that found the FIFO empty.
+  absl::Status ProcessWhenIdle(const Deltas& deltas, bool is_in_initial_list);
   bool SyncedOrStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_) {
     return synced_ || stopped_;
   }

@@ -21,13 +21,15 @@ bool WatchFilter::Matches(const informer::Object& obj) const {
 std::shared_ptr<const WatchFilter> FilterInterner::Intern(
     absl::string_view scope, absl::string_view selector_text,
     WatchFilter filter) {
-  // NUL never occurs in the parts (the API validates names, selectors and
-  // index values as text), so the joined key is unambiguous.
-  std::string key =
-      absl::StrCat(scope, absl::string_view("\0", 1), filter.namespace_,
-                   absl::string_view("\0", 1), selector_text,
-                   absl::string_view("\0", 1), filter.index_name,
-                   absl::string_view("\0", 1), filter.index_value);
+  // Each part length-prefixed, so no two different filters share a key
+  // whatever their parts contain.
+  std::string key;
+  for (absl::string_view part :
+       {scope, absl::string_view(filter.namespace_), selector_text,
+        absl::string_view(filter.index_name),
+        absl::string_view(filter.index_value)}) {
+    absl::StrAppend(&key, part.size(), ":", part);
+  }
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = filters_.try_emplace(std::move(key));
   if (!inserted) {

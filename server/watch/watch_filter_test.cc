@@ -81,9 +81,14 @@ TEST(FilterInternerTest, TheSameFilterInOneScopeIsOneObject) {
             interner.Intern("1/configmaps", "app=web", std::move(indexed))
                 .get());
   // The parts cannot run into each other: namespace "ab" + selector "" is
-  // not namespace "a" + selector "b".
+  // not namespace "a" + selector "b", whatever characters they hold.
   EXPECT_NE(interner.Intern("s", "", Filter("ab", "")).get(),
             interner.Intern("s", "b", Filter("a", "b")).get());
+  const std::string nul_ns("a\0b", 3);
+  WatchFilter odd;
+  odd.namespace_ = nul_ns;
+  EXPECT_NE(interner.Intern("s", "", std::move(odd)).get(),
+            interner.Intern("s", "b", Filter("a", "")).get());
 }
 
 TEST(FilterInternerTest, AFilterNoStreamHoldsIsForgotten) {
