@@ -133,7 +133,8 @@ absl::Status DeltaFIFO::Update(ObjectPtr obj) {
   std::string key = obj->Key();
   absl::MutexLock lock(&mu_);
   populated_ = true;
-  QueueProducedLocked(std::move(key), Delta{DeltaType::kUpdated, std::move(obj)});
+  QueueProducedLocked(std::move(key),
+                      Delta{DeltaType::kUpdated, std::move(obj)});
   return absl::OkStatus();
 }
 
@@ -150,7 +151,8 @@ absl::Status DeltaFIFO::Delete(ObjectPtr obj) {
     // by a relist's tombstone. Don't report it twice.
     return absl::OkStatus();
   }
-  QueueProducedLocked(std::move(key), Delta{DeltaType::kDeleted, std::move(obj)});
+  QueueProducedLocked(std::move(key),
+                      Delta{DeltaType::kDeleted, std::move(obj)});
   return absl::OkStatus();
 }
 

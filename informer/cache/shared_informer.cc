@@ -225,10 +225,11 @@ void SharedIndexInformer::Stop() {
 // critical section that queued it (DeltaFIFO::Options::process_when_idle):
 // what this loop would have done next, minus the wake-up (a futex wake and
 // two context switches per event: at 2,500 events/s the two threads took
-// 26% of a core with it, 17% without). HandleDeltas never blocks (queued handlers
-// get a queue entry, inline ones must not block), so the reflector's
-// reading is delayed only by the work itself. client-go has no such seam:
-// its reflector and processLoop are goroutines, whose hand-off costs little.
+// 26% of a core with it, 17% without). HandleDeltas never blocks (queued
+// handlers get a queue entry, inline ones must not block), so the
+// reflector's reading is delayed only by the work itself. client-go has no
+// such seam: its reflector and processLoop are goroutines, whose hand-off
+// costs little.
 void SharedIndexInformer::ProcessLoop() {
   const DeltaFIFO::ProcessFn process = [this](const Deltas& deltas,
                                               bool initial) {
