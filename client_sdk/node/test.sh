@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The Node SDK's test phase: installs the locked dependencies (npm ci, whose
-# prepare script compiles the TypeScript) and runs the end-to-end tests
-# against the real sidecar binary in demo mode.
+# prepare script copies ../../proto/informer/v1 into the package and compiles
+# the TypeScript) and runs the tests: end-to-end against the real sidecar
+# binary in demo mode, the packed tarball installed outside the tree
+# (test/pack.test.ts; needs the npm registry), and the conformance runner
+# (../conformance) against the scripted server.
 #
 # The binary: $INFORMER_SIDECAR_BIN, default ../../bazel-bin/server/informer_sidecar
-# (bazel build //server:informer_sidecar). The protos: ../../proto, or
-# $INFORMER_SIDECAR_PROTO_DIR.
+# (bazel build //server:informer_sidecar).
 set -euo pipefail
 cd "$(dirname "$0")"
 bin="${INFORMER_SIDECAR_BIN:-../../bazel-bin/server/informer_sidecar}"

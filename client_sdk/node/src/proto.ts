@@ -53,18 +53,21 @@ const PROTO_FILES = [
 ];
 
 /**
- * Where the .proto files are: $INFORMER_SIDECAR_PROTO_DIR if set, else the
- * repository checkout this package lives in (client_sdk/node/../../proto).
- * The compiled files are in <package>/dist/src, hence the four levels up.
+ * Where the .proto files are: $INFORMER_SIDECAR_PROTO_DIR if set (a
+ * directory holding informer/v1/*.proto), else the package's own proto/
+ * directory, which its `prepare` script fills from the repository
+ * (scripts/copy-protos.js) and `npm pack` ships. The compiled files are in
+ * <package>/dist/src, hence the two levels up.
  */
 export function protoDir(): string {
   const fromEnv = process.env.INFORMER_SIDECAR_PROTO_DIR;
-  const dir = fromEnv || path.resolve(__dirname, '..', '..', '..', '..', 'proto');
+  const dir = fromEnv || path.resolve(__dirname, '..', '..', 'proto');
   if (!fs.existsSync(path.join(dir, PROTO_FILES[0]))) {
     throw new Error(
-      `informer-sidecar: ${PROTO_FILES[0]} not found under ${dir}; use the package from ` +
-        'its repository checkout (client_sdk/node) or set INFORMER_SIDECAR_PROTO_DIR to the ' +
-        "repository's proto/ directory");
+      `informer-sidecar: ${PROTO_FILES[0]} not found under ${dir}; ` +
+        (fromEnv ? 'INFORMER_SIDECAR_PROTO_DIR names no proto directory'
+          : 'the package was built without its protos (run `npm run build` in ' +
+            'client_sdk/node of the repository, or install the packed tarball)'));
   }
   return dir;
 }
