@@ -245,6 +245,83 @@ absl::Status DeltaFIFO::Replace(const std::vector<ObjectPtr>& list,
   return absl::OkStatus();
 }
 
+absl::StatusOr<DeltaFIFO::ReconcileCounts> DeltaFIFO::ReplaceReconciled(
+    const std::vector<ObjectPtr>& list, UnchangedFn on_unchanged) {
+  if (known_objects_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "DeltaFIFO::ReplaceReconciled: no known objects to reconcile with");
+  }
+  for (const ObjectPtr& obj : list) {
+    if (obj == nullptr) {
+      return absl::InvalidArgumentError(
+          "DeltaFIFO::ReplaceReconciled: null object");
+    }
+  }
+  const DeltaType action =
+      emit_delta_type_replaced_ ? DeltaType::kReplaced : DeltaType::kSync;
+  ReconcileCounts counts;
+  std::vector<ObjectPtr> unchanged;
+  absl::MutexLock lock(&mu_);
+  // The keys live in the listed objects, which `list` keeps alive.
+  absl::flat_hash_set<absl::string_view> listed;
+  listed.reserve(list.size());
+  for (const ObjectPtr& obj : list) {
+    const std::string& key = obj->Key();
+    listed.insert(key);
+    auto it = items_.find(key);
+    const bool queued = it != items_.end();
+    // The newest state we have: a queued delta is newer than the store.
+    ObjectPtr last =
+        queued ? it->second.back().object : known_objects_->GetByKey(key);
+    if (!queued && last == obj) {
+      unchanged.push_back(obj);
+      continue;
+    }
+    ++counts.queued;
+    if (last != nullptr && last->uid() != obj->uid()) {
+      ++counts.recreated;
+      // After a queued deletion this tombstone is deduplicated away.
+      QueueActionLocked(key, Delta{DeltaType::kDeleted, std::move(last),
+                                   /*final_state_unknown=*/true});
+    }
+    QueueActionLocked(key, Delta{action, obj});
+  }
+  counts.vanished = QueueVanishedLocked(
+      [&listed](absl::string_view key) { return listed.contains(key); });
+  if (!populated_) {
+    // Nothing was queued before (populated_ would be set): what this
+    // queued is the initial list still to pop.
+    populated_ = true;
+    initial_population_count_ = queue_.size();
+  }
+  counts.unchanged = unchanged.size();
+  on_unchanged(unchanged);
+  return counts;
+}
+
+size_t DeltaFIFO::QueueVanishedLocked(
+    absl::FunctionRef<bool(absl::string_view key)> listed) {
+  // As in Replace: queued keys first (their newest queued object is the
+  // newest state we have), then known keys with nothing queued. Collected
+  // first: queueing while iterating would invalidate the iteration.
+  std::vector<std::pair<std::string, ObjectPtr>> vanished;
+  for (const std::string& key : queue_) {
+    if (listed(key)) continue;
+    vanished.emplace_back(key, items_.find(key)->second.back().object);
+  }
+  for (std::string& key : known_objects_->ListKeys()) {
+    if (listed(key) || items_.contains(key)) continue;
+    ObjectPtr last = known_objects_->GetByKey(key);
+    if (last == nullptr) continue;  // removed meanwhile: nothing to report
+    vanished.emplace_back(std::move(key), std::move(last));
+  }
+  for (auto& [key, obj] : vanished) {
+    QueueActionLocked(std::move(key), Delta{DeltaType::kDeleted, std::move(obj),
+                                            /*final_state_unknown=*/true});
+  }
+  return vanished.size();
+}
+
 bool DeltaFIFO::ReplaceApplied(
     absl::string_view resource_version,
     absl::FunctionRef<bool(bool is_initial_list)> apply) {

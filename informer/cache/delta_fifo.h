@@ -12,6 +12,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/optional.h"
@@ -212,6 +213,43 @@ class DeltaFIFO {
                        absl::string_view resource_version)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // What ReplaceReconciled did with a list.
+  struct ReconcileCounts {
+    // Items known_objects holds as they are: handed to `unchanged`.
+    size_t unchanged = 0;
+    // Items queued (kReplaced): new, changed, or with deltas queued.
+    size_t queued = 0;
+    // Of those, items queued after a tombstone: their key's newest state
+    // has another uid (the name now belongs to another object).
+    size_t recreated = 0;
+    // Tombstones for keys known or queued but absent from the list.
+    size_t vanished = 0;
+  };
+  using UnchangedFn =
+      absl::FunctionRef<void(const std::vector<ObjectPtr>& unchanged)>;
+
+  // A relist already compared with known_objects (see ListReconciler):
+  // `list` is the whole list in list order, where an item known_objects
+  // holds unchanged (same uid and resourceVersion) is known_objects' own
+  // object. Atomically, what Replace(list) would queue, except:
+  //  - an item that IS known_objects' object for its key, with no deltas
+  //    queued for the key, queues nothing: it is handed to `unchanged`
+  //    (all of them, in list order, once, under the FIFO's lock where a
+  //    Pop's process function runs, so the consumer can do there what
+  //    popping their kReplaced deltas would have done, minus storing an
+  //    object the store already holds);
+  //  - an item whose uid differs from its key's newest state (queued,
+  //    else known) is queued after a tombstone (final_state_unknown) for
+  //    that state: a delete and an add, not an update, since the name
+  //    now belongs to another object.
+  // Vanished keys get tombstones exactly as in Replace; as a first
+  // Replace, it defines the initial list (what it queued). `unchanged`
+  // must not call into this FIFO. FailedPrecondition without
+  // known_objects; InvalidArgument (nothing queued) for a null item.
+  absl::StatusOr<ReconcileCounts> ReplaceReconciled(
+      const std::vector<ObjectPtr>& list, UnchangedFn unchanged)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // A Replace whose result the consumer has already built out of sight (a
   // staged initial list): when nothing is queued, calls `apply` under the
   // FIFO's lock, where a Pop's process function would run, so that it can
@@ -298,6 +336,11 @@ class DeltaFIFO {
   absl::optional<absl::Status> PopHeadLocked(const ProcessFn& process)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddIfNotPresentLocked(std::string key, Deltas deltas)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a tombstone for every queued or known key that `listed` says
+  // is not in a relist (with known_objects); returns how many.
+  size_t QueueVanishedLocked(
+      absl::FunctionRef<bool(absl::string_view key)> listed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pop's wait condition: something to pop, or closed.
   bool PopReadyLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {

@@ -1,6 +1,7 @@
 #ifndef INFORMER_CACHE_LIST_STAGE_H_
 #define INFORMER_CACHE_LIST_STAGE_H_
 
+#include <cstddef>
 #include <functional>
 #include <vector>
 
@@ -39,6 +40,13 @@ class ListStage {
   // then hands the list to the DeltaFIFO's Replace as usual).
   virtual bool Commit(const std::vector<ObjectPtr>& items,
                       absl::string_view resource_version) = 0;
+  // True: the stage keeps what it needs of each item itself. The list's
+  // items are then not collected (Commit's `items` is empty) and the
+  // list's source lets each go once handed over; and a refused Commit
+  // fails the list (there is nothing to Replace with).
+  virtual bool KeepsItems() const { return false; }
+  // Items handed to Add so far.
+  virtual size_t size() const = 0;
 };
 
 // A ListStage that builds an Indexer with a target's index functions; its
@@ -58,6 +66,8 @@ class IndexerListStage final : public ListStage {
   absl::Status Add(const ObjectPtr& obj) override;
   bool Commit(const std::vector<ObjectPtr>& items,
               absl::string_view resource_version) override;
+
+  size_t size() const override { return added_; }
 
   const Indexer& staged() const { return staged_; }
 

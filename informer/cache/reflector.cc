@@ -161,7 +161,7 @@ absl::Status Reflector::AppendItem(ObjectPtr obj,
     absl::Status st = stage->Add(obj);
     if (!st.ok()) return st;
   }
-  items->push_back(std::move(obj));
+  if (items != nullptr) items->push_back(std::move(obj));
   return absl::OkStatus();
 }
 
@@ -199,9 +199,15 @@ Reflector::State Reflector::DoList() {
   // collected here, so that each object is transformed exactly once.
   std::unique_ptr<ListStage> stage =
       options_.begin_list_stage ? options_.begin_list_stage() : nullptr;
+  // A stage that keeps the items itself: nothing is collected here, and
+  // the source lets each item go once the stage has it.
+  const bool stage_keeps = stage != nullptr && stage->KeepsItems();
+  opts.keep_items = !stage_keeps;
   const bool collect_staged = stage != nullptr && options_.transform;
   const ListerWatcher::ItemFn on_item = [&](const ObjectPtr& obj) {
-    if (collect_staged) return AppendItem(obj, &items, stage.get());
+    if (collect_staged) {
+      return AppendItem(obj, stage_keeps ? nullptr : &items, stage.get());
+    }
     return stage->Add(obj);
   };
   for (;;) {
@@ -213,8 +219,9 @@ Reflector::State Reflector::DoList() {
     }
     std::string continue_token = std::move(page->continue_token);
     std::string page_rv = std::move(page->resource_version);
-    absl::Status st = collect_staged ? absl::OkStatus()
-                                     : AppendPage(*std::move(page), &items);
+    absl::Status st = collect_staged || stage_keeps
+                          ? absl::OkStatus()
+                          : AppendPage(*std::move(page), &items);
     if (!st.ok()) return OnListFailed(st, /*mid_list=*/false);
     if (continue_token.empty()) {
       list_rv = std::move(page_rv);
@@ -255,9 +262,15 @@ absl::Status Reflector::ApplyList(const std::vector<ObjectPtr>& items,
                                   absl::Duration downloaded) {
   const absl::Time listed = clock_->Now();
   const bool committed = stage != nullptr && stage->Commit(items, list_rv);
+  const size_t count =
+      stage != nullptr && stage->KeepsItems() ? stage->size() : items.size();
   if (committed) {
     absl::MutexLock lock(&mu_);
     ++counters_.staged_lists;
+  } else if (stage != nullptr && stage->KeepsItems()) {
+    // Its items were never collected: a Replace would empty the cache.
+    return absl::AbortedError(absl::StrCat(
+        options_.name, ": the list's stage refused its commit"));
   } else {
     stage.reset();  // a refused stage's cache is not kept meanwhile
     absl::Status st = fifo_->Replace(items, list_rv);
@@ -267,7 +280,7 @@ absl::Status Reflector::ApplyList(const std::vector<ObjectPtr>& items,
   // and decode (overlapped; a staged list is indexed meanwhile too), then
   // Replace into the DeltaFIFO or the staged list's commit; the pops into
   // the indexer end at the informer's "cache synced".
-  LOG(INFO) << options_.name << ": listed " << items.size()
+  LOG(INFO) << options_.name << ": listed " << count
             << " objects at resourceVersion " << list_rv << " in "
             << FormatMillis(downloaded) << " (Replace "
             << FormatMillis(clock_->Now() - listed)

@@ -106,7 +106,8 @@ class Reflector {
     // Called as each list (not WatchList) starts: a stage to hand the items
     // to as they arrive and to commit once the list is complete, instead
     // of the FIFO's Replace (see ListStage), or null for a plain Replace.
-    // The informer stages while its cache is empty: the initial list.
+    // The informer stages every list: into an empty cache an indexed copy
+    // (IndexerListStage), into a populated one a ListReconciler.
     std::function<std::unique_ptr<ListStage>()> begin_list_stage;
     uint64_t random_seed = 0;  // 0: seeded from the OS
   };
@@ -167,11 +168,13 @@ class Reflector {
   ListOptions StartList();
   // Transforms a page's objects and appends them to `items`.
   absl::Status AppendPage(ObjectList page, std::vector<ObjectPtr>* items);
-  // The same for one object, also handing it to `stage` when not null.
+  // The same for one object, also handing it to `stage` when not null;
+  // `items` may be null when the stage keeps the items itself.
   absl::Status AppendItem(ObjectPtr obj, std::vector<ObjectPtr>* items,
                           ListStage* stage);
   // Hands a complete list to `stage` (when not null and it commits) or to
-  // the FIFO's Replace; logs the list's stages.
+  // the FIFO's Replace; logs the list's stages. A refused stage that keeps
+  // the items itself fails the list (Aborted).
   absl::Status ApplyList(const std::vector<ObjectPtr>& items,
                          const std::string& list_rv,
                          std::unique_ptr<ListStage> stage,

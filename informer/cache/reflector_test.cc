@@ -322,6 +322,7 @@ struct StageLog {
   absl::Mutex mu;
   std::vector<Stage> stages ABSL_GUARDED_BY(mu);
   bool accept = true;  // what Commit answers
+  bool keeps = false;  // what KeepsItems answers
 };
 
 class RecordingStage final : public ListStage {
@@ -339,6 +340,11 @@ class RecordingStage final : public ListStage {
     log_->stages[index_].committed_items = static_cast<int>(items.size());
     log_->stages[index_].committed_rv = std::string(resource_version);
     return true;
+  }
+  bool KeepsItems() const override { return log_->keeps; }
+  size_t size() const override {
+    absl::MutexLock lock(&log_->mu);
+    return log_->stages[index_].added.size();
   }
 
  private:
@@ -396,6 +402,35 @@ TEST_F(ReflectorTest, ARefusedStageFallsBackToReplace) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(PopOne(), absl::StrCat("Replaced p", i));
   }
+}
+
+TEST_F(ReflectorTest, AStageThatKeepsTheItemsGetsThemAloneAndARefusalFails) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(source_.Add("ns", absl::StrCat("p", i)).ok());
+  }
+  StageLog log;
+  log.keeps = true;
+  log.accept = false;
+  Reflector::Options opts;
+  opts.begin_list_stage = Stages(&log);
+  StartReflector(opts);
+  // Refused: the list fails (no Replace of the items it never collected)
+  // and is retried after its back-off.
+  const absl::Time retry_at = clock_.WaitForWaiters(1);
+  {
+    absl::MutexLock lock(&log.mu);
+    log.accept = true;
+  }
+  clock_.Advance(retry_at - clock_.Now());
+  WaitForReplaces(1);
+  EXPECT_EQ(fifo_.Len(), 0u) << "nothing was Replaced";
+  EXPECT_EQ(reflector_->GetCounters().staged_lists, 1);
+  EXPECT_EQ(reflector_->GetCounters().lists, 2);
+  absl::MutexLock lock(&log.mu);
+  ASSERT_EQ(log.stages.size(), 2u);
+  EXPECT_EQ(log.stages[0].committed_items, -1);
+  EXPECT_EQ(log.stages[1].added.size(), 3u);
+  EXPECT_EQ(log.stages[1].committed_items, 0) << "the stage keeps the items";
 }
 
 TEST_F(ReflectorTest, AListRestartedMidWayGetsAFreshStage) {

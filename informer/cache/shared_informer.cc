@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/memory/memory.h"
+#include "informer/cache/list_reconciler.h"
 
 namespace informer {
 namespace {
@@ -319,10 +320,16 @@ absl::Status SharedIndexInformer::HandleDeltas(const Deltas& deltas,
 }
 
 std::unique_ptr<ListStage> SharedIndexInformer::BeginListStage() {
-  // A relist into a non-empty cache must diff against it (updates,
-  // tombstones): the FIFO's Replace does that. Queued keys must reach the
-  // cache first, so a stage would be refused.
-  if (indexer_.Size() != 0 || fifo_.Len() != 0) return nullptr;
+  // A list into a non-empty cache (or with keys queued for it) is
+  // compared with it: only what changed becomes deltas.
+  const size_t cached = indexer_.Size();
+  if (cached != 0 || fifo_.Len() != 0) {
+    return std::make_unique<ListReconciler>(
+        &indexer_, cached,
+        [this](const std::vector<ObjectPtr>& reconciled, absl::string_view) {
+          return CommitReconciledList(reconciled);
+        });
+  }
   return std::make_unique<IndexerListStage>(
       indexer_.GetIndexers(),
       [this](Indexer* staged, const std::vector<ObjectPtr>& items,
@@ -354,6 +361,41 @@ bool SharedIndexInformer::CommitStagedList(
     }
     return true;
   });
+}
+
+bool SharedIndexInformer::CommitReconciledList(
+    const std::vector<ObjectPtr>& reconciled) {
+  absl::StatusOr<DeltaFIFO::ReconcileCounts> counts = fifo_.ReplaceReconciled(
+      reconciled, [this](const std::vector<ObjectPtr>& unchanged) {
+        DistributeUnchanged(unchanged);
+      });
+  if (!counts.ok()) {
+    LOG(ERROR) << options_.name << ": relist not applied: " << counts.status();
+    return false;
+  }
+  LOG(INFO) << options_.name << ": relist of " << reconciled.size()
+            << " objects: " << counts->unchanged << " unchanged (kept), "
+            << counts->queued << " new or changed (" << counts->recreated
+            << " recreated), " << counts->vanished << " vanished";
+  return true;
+}
+
+void SharedIndexInformer::DistributeUnchanged(
+    const std::vector<ObjectPtr>& unchanged) {
+  if (!options_.relist_syncs_unchanged) return;
+  // Under the FIFO's lock (ReplaceReconciled), then handle_mu_, as a pop.
+  absl::MutexLock lock(&handle_mu_);
+  // A sync reaches only handlers whose resync is due: with none, the
+  // notifications would go nowhere.
+  if (syncing_.empty()) return;
+  for (const ObjectPtr& obj : unchanged) {
+    Notification n;
+    n.type = Notification::Type::kUpdate;
+    n.key = obj->Key();
+    n.old_obj = obj;
+    n.obj = obj;
+    DistributeLocked(n, /*is_sync=*/true);
+  }
 }
 
 void SharedIndexInformer::DistributeLocked(const Notification& n,

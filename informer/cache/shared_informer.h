@@ -101,6 +101,12 @@ class SharedIndexInformer {
     // Passed to the reflector (its name, resync and handler hooks are set by
     // the informer).
     Reflector::Options reflector;
+    // A relist tells handlers of every object it found unchanged, as
+    // client-go's does: an update with the cached object as old and new,
+    // delivered as a sync (to the handlers whose resync is due, see
+    // Ordering). false: handlers hear of a relist only what changed.
+    // Either way the cache keeps its objects (see ListReconciler).
+    bool relist_syncs_unchanged = true;
   };
   using TransformFunc = std::function<absl::StatusOr<ObjectPtr>(ObjectPtr)>;
 
@@ -162,9 +168,15 @@ class SharedIndexInformer {
   struct ListenerEntry;
 
   absl::Status HandleDeltas(const Deltas& deltas, bool is_in_initial_list);
-  // A stage for a list while the cache is empty (the initial list), else
-  // null (see ListStage).
+  // A stage for every list: while the cache is empty (the initial list)
+  // an IndexerListStage, else a ListReconciler.
   std::unique_ptr<ListStage> BeginListStage();
+  // A reconciled relist's commit: DeltaFIFO::ReplaceReconciled, whose
+  // unchanged objects go to DistributeUnchanged.
+  bool CommitReconciledList(const std::vector<ObjectPtr>& reconciled);
+  // What popping a relist's kReplaced delta of an unchanged object would
+  // have told handlers (see Options::relist_syncs_unchanged).
+  void DistributeUnchanged(const std::vector<ObjectPtr>& unchanged);
   // A staged list's commit: with nothing queued in the FIFO and the cache
   // still empty, adopts `staged` as the cache and hands every handler an
   // add per item, in list order, as the pops would have.

@@ -152,6 +152,7 @@ absl::StatusOr<ObjectList> ResourceClient::ListWithItems(
                                                     st.message()));
       }
     }
+    if (!options.keep_items) ready->result->items.clear();
   }
   return std::move(ready->result);
 }
@@ -223,7 +224,10 @@ absl::StatusOr<ObjectList> ResourceClient::Fetch(
       StartPrefetch(std::move(next));
     };
   }
-  if (on_item != nullptr) decode.on_item = *on_item;
+  if (on_item != nullptr) {
+    decode.on_item = *on_item;
+    decode.keep_items = options.keep_items;
+  }
   StreamingListDecoder decoder(options_.transform, decode);
   req.body_sink = [&decoder](absl::string_view chunk) {
     return decoder.Feed(chunk);

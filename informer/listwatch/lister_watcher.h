@@ -26,6 +26,12 @@ struct ListOptions {
   std::string continue_token;
   std::string label_selector;
   std::string field_selector;
+  // Not a query parameter: what ListWithItems keeps. false = its result
+  // holds none of the items (only the list's metadata): each went to
+  // on_item only and is let go once handed over, so that a caller that
+  // keeps few of them (a relist compared with a cache) never holds the
+  // whole list.
+  bool keep_items = true;
 };
 
 struct WatchOptions {
@@ -81,8 +87,9 @@ class ListerWatcher {
   // during the download, so that a caller can build from the items while
   // the rest is on its way. The result holds the items too. An error from
   // on_item fails the list with that error (the transfer is abandoned).
-  // on_item runs on the calling thread. This default calls List and then
-  // hands over its items; sources that stream override it.
+  // on_item runs on the calling thread. Without options.keep_items the
+  // result holds no items. This default calls List and then hands over its
+  // items; sources that stream override it.
   using ItemFn = std::function<absl::Status(const ObjectPtr& item)>;
   virtual absl::StatusOr<ObjectList> ListWithItems(const ListOptions& options,
                                                    const ItemFn& on_item) {
@@ -92,6 +99,7 @@ class ListerWatcher {
       absl::Status st = on_item(item);
       if (!st.ok()) return st;
     }
+    if (!options.keep_items) list->items.clear();
     return list;
   }
   virtual absl::StatusOr<std::unique_ptr<WatchStream>> Watch(

@@ -570,6 +570,7 @@ absl::Status StreamingListDecoder::OnItem(absl::string_view text) {
     if (options_.on_item) {
       absl::Status st = options_.on_item(*obj);
       if (!st.ok()) return st;
+      if (!options_.keep_items) return absl::OkStatus();
     }
     current_->out.push_back(*std::move(obj));
     return absl::OkStatus();
@@ -637,24 +638,25 @@ absl::Status StreamingListDecoder::Feed(absl::string_view chunk) {
 
 absl::Status StreamingListDecoder::DeliverDecoded() {
   if (!options_.on_item) return absl::OkStatus();
-  std::vector<const Batch*> ready;
+  std::vector<Batch*> ready;
   {
     absl::MutexLock lock(&shared_->mu);
     // A bad batch stops the hand-over: Drain reports it.
     while (delivered_batches_ < shared_->batches.size()) {
-      const Batch* b = shared_->batches[delivered_batches_].get();
+      Batch* b = shared_->batches[delivered_batches_].get();
       if (!b->done || !b->status.ok()) break;
       ready.push_back(b);
       ++delivered_batches_;
     }
   }
   // Outside the lock: the workers go on decoding meanwhile. A handed-over
-  // batch is only read here and moved from in Finish, after this.
-  for (const Batch* b : ready) {
+  // batch is only used here and moved from in Finish, after this.
+  for (Batch* b : ready) {
     for (const ObjectPtr& obj : b->out) {
       absl::Status st = options_.on_item(obj);
       if (!st.ok()) return st;
     }
+    if (!options_.keep_items) std::vector<ObjectPtr>().swap(b->out);
   }
   return absl::OkStatus();
 }

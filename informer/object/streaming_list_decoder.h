@@ -154,6 +154,11 @@ class StreamingListDecoder {
     // Finish's result as well. An error fails the body as a bad item does
     // (Feed returns it, and so does Finish).
     std::function<absl::Status(const ObjectPtr& item)> on_item;
+    // With on_item: false = the items go to on_item only, and each is let
+    // go once handed over (Finish's result has none), so that a caller
+    // that keeps few of them (a relist compared with a cache) never holds
+    // the whole list. Ignored without on_item.
+    bool keep_items = true;
   };
 
   explicit StreamingListDecoder(const TransformOptions& transform = {});

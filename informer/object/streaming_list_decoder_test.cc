@@ -1,5 +1,6 @@
 #include "informer/object/streaming_list_decoder.h"
 
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -456,6 +457,30 @@ TEST(StreamingListDecoderTest, ParallelDecodingHandsOverItemsInListOrder) {
     ASSERT_EQ(seen.size(), 400u);
     for (int i = 0; i < 400; ++i) {
       EXPECT_EQ(seen[i], list->items[i]) << "the same objects, in order";
+    }
+  }
+}
+
+TEST(StreamingListDecoderTest, WithoutKeepItemsEachItemIsLetGoOnceHandedOver) {
+  const std::string body = NumberedList(400);
+  std::mt19937 rng(23);
+  for (int threads : {0, 2}) {
+    SCOPED_TRACE(absl::StrCat("threads ", threads));
+    std::vector<std::weak_ptr<const Object>> seen;
+    StreamingListDecoder::Options options;
+    options.decode_threads = threads;
+    options.batch_bytes = 200;
+    options.keep_items = false;
+    options.on_item = [&seen](const ObjectPtr& obj) {
+      seen.push_back(obj);
+      return absl::OkStatus();
+    };
+    absl::StatusOr<ObjectList> list = Stream(body, -1, &rng, {}, options);
+    ASSERT_TRUE(list.ok()) << list.status();
+    EXPECT_TRUE(list->items.empty()) << "the items went to on_item only";
+    ASSERT_EQ(seen.size(), 400u);
+    for (size_t i = 0; i < seen.size(); ++i) {
+      EXPECT_TRUE(seen[i].expired()) << "item " << i << " is still held";
     }
   }
 }

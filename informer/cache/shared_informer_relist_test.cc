@@ -1,0 +1,281 @@
+// The informer's relists: a list into a populated cache goes through a
+// ListReconciler, so only what changed becomes deltas and the cache keeps
+// its objects.
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "informer/cache/shared_informer.h"
+#include "informer/cache/testing/fake_source.h"
+#include "informer/util/clock.h"
+
+namespace informer {
+namespace {
+
+// Records what a handler saw ("sync" for an update that kept the RV), and
+// the objects of the notifications, for identity checks.
+class Recorder : public ResourceEventHandler {
+ public:
+  void OnAdd(const ObjectPtr& obj, bool initial) override {
+    Log(absl::StrCat("add ", obj->name(), initial ? " initial" : ""), obj,
+        nullptr);
+  }
+  void OnUpdate(const ObjectPtr& o, const ObjectPtr& n) override {
+    Log(absl::StrCat(o->resource_version() == n->resource_version() ? "sync "
+                                                                    : "update ",
+                     n->name()),
+        n, o);
+  }
+  void OnDelete(const ObjectPtr& obj, bool unknown) override {
+    Log(absl::StrCat("delete ", obj->name(), unknown ? " tombstone" : ""), obj,
+        nullptr);
+  }
+  void WaitFor(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return events_.size() >= n;
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
+  std::vector<std::string> events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+  // The events after the first `skip`, sorted (order across keys is not
+  // part of the contract).
+  std::vector<std::string> SortedAfter(size_t skip) {
+    std::vector<std::string> ev = events();
+    std::vector<std::string> tail(ev.begin() + std::min(skip, ev.size()),
+                                  ev.end());
+    std::sort(tail.begin(), tail.end());
+    return tail;
+  }
+  // The (new, old) objects of the last notification named `event`.
+  std::pair<ObjectPtr, ObjectPtr> Objects(const std::string& event) {
+    absl::MutexLock lock(&mu_);
+    return objects_[event];
+  }
+
+ private:
+  void Log(std::string e, ObjectPtr obj, ObjectPtr old) {
+    absl::MutexLock lock(&mu_);
+    objects_[e] = {std::move(obj), std::move(old)};
+    events_.push_back(std::move(e));
+  }
+  absl::Mutex mu_;
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::pair<ObjectPtr, ObjectPtr>> objects_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// A FakeSource whose lists decode every item afresh, as the API client's
+// do (an unchanged object is equal to the cached one, never the same
+// pointer), hand the items over one by one, and keep none of them when
+// told not to. List number `fail_list` fails after its first item.
+class CopyingSource final : public ListerWatcher {
+ public:
+  explicit CopyingSource(FakeSource* inner) : inner_(inner) {}
+
+  absl::StatusOr<ObjectList> List(const ListOptions& options) override {
+    return ListWithItems(options,
+                         [](const ObjectPtr&) { return absl::OkStatus(); });
+  }
+  absl::StatusOr<ObjectList> ListWithItems(const ListOptions& options,
+                                           const ItemFn& on_item) override {
+    absl::StatusOr<ObjectList> list = inner_->List(options);
+    if (!list.ok()) return list;
+    const int call = ++lists_;
+    std::vector<ObjectPtr> items;
+    for (size_t i = 0; i < list->items.size(); ++i) {
+      if (call == fail_list && i == 1) {
+        failed_.Notify();
+        return absl::UnavailableError("connection reset mid-list");
+      }
+      absl::StatusOr<ObjectPtr> copy = Object::Parse(list->items[i]->json());
+      if (!copy.ok()) return copy.status();
+      absl::Status st = on_item(*copy);
+      if (!st.ok()) return st;
+      if (options.keep_items) items.push_back(*std::move(copy));
+    }
+    list->items = std::move(items);
+    return list;
+  }
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
+      const WatchOptions& options) override {
+    return inner_->Watch(options);
+  }
+
+  int fail_list = 0;
+  absl::Notification failed_;
+
+ private:
+  FakeSource* const inner_;
+  std::atomic<int> lists_{0};
+};
+
+// An informer over a CopyingSource of `same`, `changed`, `gone` and
+// `recreated`, with a handler without resync (`plain`) and one whose
+// resync is due when a relist comes (`resyncing`).
+class RelistTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kObjects = 4;
+
+  RelistTest() : copying_(&source_) {
+    for (const char* name : {"same", "changed", "gone", "recreated"}) {
+      EXPECT_TRUE(source_.Add("ns", name).ok());
+    }
+  }
+
+  void Start(bool syncs_unchanged = true) {
+    SharedIndexInformer::Options o;
+    o.name = "configmaps";
+    o.reflector.random_seed = 1;
+    o.relist_syncs_unchanged = syncs_unchanged;
+    informer_ = std::make_unique<SharedIndexInformer>(&copying_, o, &clock_);
+    HandlerOptions resync;
+    resync.resync_period = absl::Minutes(1);
+    ASSERT_TRUE(informer_->AddEventHandler(&plain_).ok());
+    absl::StatusOr<HandlerRegistration*> r =
+        informer_->AddEventHandler(&resyncing_, resync);
+    ASSERT_TRUE(r.ok());
+    resyncing_reg_ = *r;
+    ASSERT_TRUE(informer_->Start().ok());
+    ASSERT_TRUE(informer_->WaitForSync(absl::Hours(1)));
+    plain_.WaitFor(kObjects);
+    resyncing_.WaitFor(kObjects);
+    source_.WaitForWatches(1);
+    for (const std::string& key : informer_->GetIndexer().ListKeys()) {
+      before_[key] = informer_->GetIndexer().GetByKey(key);
+    }
+    // Make the resyncing handler due: it gets a sync of every object.
+    clock_.WaitForWaiters(1);
+    clock_.Advance(absl::Minutes(1));
+    resyncing_.WaitFor(2 * kObjects);
+  }
+
+  // Cuts the watch, runs `change` while it is down and compacts the
+  // history, so that the re-watch gets 410; then walks the clock through
+  // the back-offs (the resync loop parks too, a minute away) to the relist.
+  template <typename Change>
+  void Relist(Change change) {
+    source_.BreakWatches(absl::UnavailableError("connection reset"));
+    change();
+    source_.CompactHistory();
+    const absl::Time backoff_end = clock_.WaitForWaiters(2);
+    clock_.Advance(backoff_end - clock_.Now());
+    const absl::Time relist_at = clock_.WaitForWaiters(2);
+    clock_.Advance(relist_at - clock_.Now());
+  }
+
+  ObjectPtr Cached(absl::string_view name) {
+    return informer_->GetIndexer().GetByKey(absl::StrCat("ns/", name));
+  }
+
+  FakeClock clock_;
+  FakeSource source_{/*history_limit=*/1};
+  CopyingSource copying_;
+  Recorder plain_, resyncing_;
+  HandlerRegistration* resyncing_reg_ = nullptr;
+  std::map<std::string, ObjectPtr> before_;
+  // Last: stopped (joining its threads) before the rest goes.
+  std::unique_ptr<SharedIndexInformer> informer_;
+};
+
+TEST_F(RelistTest, OnlyWhatChangedBecomesNewsAndTheCacheKeepsItsObjects) {
+  Start();
+  Relist([this] {
+    ASSERT_TRUE(source_.Modify("ns", "changed", {{"v", "2"}}).ok());
+    ASSERT_TRUE(source_.Delete("ns", "gone").ok());
+    ASSERT_TRUE(source_.Delete("ns", "recreated").ok());
+    ASSERT_TRUE(source_.Add("ns", "recreated").ok());
+    ASSERT_TRUE(source_.Add("ns", "added").ok());
+  });
+  plain_.WaitFor(kObjects + 5);
+  EXPECT_EQ(plain_.SortedAfter(kObjects),
+            (std::vector<std::string>{
+                "add added", "add recreated", "delete gone tombstone",
+                "delete recreated tombstone", "update changed"}));
+  // The recreated name: the old object's deletion first, then the new one.
+  const std::vector<std::string> ev = plain_.events();
+  EXPECT_LT(std::find(ev.begin(), ev.end(), "delete recreated tombstone"),
+            std::find(ev.begin(), ev.end(), "add recreated"));
+  // The unchanged object is the cached one, index entries and all.
+  EXPECT_EQ(Cached("same").get(), before_["ns/same"].get());
+  auto by_ns = informer_->GetIndexer().ByIndex(kNamespaceIndex, "ns");
+  ASSERT_TRUE(by_ns.ok());
+  EXPECT_EQ(by_ns->size(), 4u);
+  EXPECT_NE(Cached("changed").get(), before_["ns/changed"].get());
+  EXPECT_EQ(Cached("changed")->Label("v") != nullptr, true);
+  EXPECT_NE(Cached("recreated")->uid(), before_["ns/recreated"]->uid());
+  EXPECT_EQ(Cached("gone"), nullptr);
+  // A vanished object is reported with the last state the cache had.
+  EXPECT_EQ(plain_.Objects("delete gone tombstone").first.get(),
+            before_["ns/gone"].get());
+  EXPECT_EQ(plain_.Objects("update changed").second.get(),
+            before_["ns/changed"].get());
+  // The handler whose resync is due also hears of the unchanged object,
+  // as client-go's relist tells it: an update with the cached object as
+  // old and new.
+  resyncing_.WaitFor(2 * kObjects + 6);
+  EXPECT_EQ(resyncing_.SortedAfter(2 * kObjects),
+            (std::vector<std::string>{
+                "add added", "add recreated", "delete gone tombstone",
+                "delete recreated tombstone", "sync same", "update changed"}));
+  const auto [now, old] = resyncing_.Objects("sync same");
+  EXPECT_EQ(now.get(), before_["ns/same"].get());
+  EXPECT_EQ(old.get(), before_["ns/same"].get());
+  EXPECT_EQ(informer_->LastAppliedResourceVersion(),
+            source_.CurrentResourceVersion());
+}
+
+TEST_F(RelistTest, HandlersCanBeSparedTheUnchangedObjects) {
+  Start(/*syncs_unchanged=*/false);
+  Relist([this] {
+    ASSERT_TRUE(source_.Modify("ns", "changed", {{"v", "2"}}).ok());
+  });
+  plain_.WaitFor(kObjects + 1);
+  resyncing_.WaitFor(2 * kObjects + 1);
+  resyncing_reg_->WaitIdle();
+  EXPECT_EQ(resyncing_.SortedAfter(2 * kObjects),
+            std::vector<std::string>{"update changed"});
+  EXPECT_EQ(plain_.SortedAfter(kObjects),
+            std::vector<std::string>{"update changed"});
+  for (const char* name : {"same", "gone", "recreated"}) {
+    EXPECT_EQ(Cached(name).get(), before_[absl::StrCat("ns/", name)].get());
+  }
+}
+
+TEST_F(RelistTest, ARelistThatFailsHalfWayLeavesTheCacheAsItWas) {
+  copying_.fail_list = 2;  // the relist, after its first item
+  Start();
+  const std::string applied = informer_->LastAppliedResourceVersion();
+  Relist([this] {
+    ASSERT_TRUE(source_.Modify("ns", "same", {{"v", "2"}}).ok());
+    ASSERT_TRUE(source_.Delete("ns", "gone").ok());
+  });
+  copying_.failed_.WaitForNotification();
+  // Parked in the back-off after the failure (with the resync loop).
+  const absl::Time retry_at = clock_.WaitForWaiters(2);
+  EXPECT_EQ(informer_->GetIndexer().Size(), kObjects);
+  for (const auto& [key, obj] : before_) {
+    EXPECT_EQ(informer_->GetIndexer().GetByKey(key).get(), obj.get()) << key;
+  }
+  EXPECT_EQ(plain_.events().size(), kObjects);
+  EXPECT_EQ(informer_->LastAppliedResourceVersion(), applied);
+  // The retry goes through.
+  clock_.Advance(retry_at - clock_.Now());
+  plain_.WaitFor(kObjects + 2);
+  EXPECT_EQ(plain_.SortedAfter(kObjects),
+            (std::vector<std::string>{"delete gone tombstone", "update same"}));
+}
+
+}  // namespace
+}  // namespace informer
