@@ -2,26 +2,16 @@
 
 #include <glog/logging.h>
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/memory/memory.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "informer/client/exec_credential.h"
+#include "informer/util/read_file.h"
 
 namespace informer {
 namespace client {
-
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return ss.str();
-}
 
 TokenFileCredentialProvider::TokenFileCredentialProvider(std::string path,
                                                          Credentials base,
@@ -36,7 +26,7 @@ absl::StatusOr<Credentials> TokenFileCredentialProvider::Get() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   if (now >= next_read_) {
-    absl::StatusOr<std::string> text = ReadFileToString(path_);
+    absl::StatusOr<std::string> text = ReadFile(path_);
     std::string token =
         text.ok() ? std::string(absl::StripAsciiWhitespace(*text)) : "";
     if (!token.empty()) {
@@ -68,7 +58,7 @@ absl::StatusOr<std::unique_ptr<CredentialProvider>> MakeCredentialProvider(
   base.client_cert_pem = config.client_cert_data;
   base.client_key_pem = config.client_key_data;
   if (base.client_cert_pem.empty() && !config.client_cert_file.empty()) {
-    absl::StatusOr<std::string> pem = ReadFileToString(config.client_cert_file);
+    absl::StatusOr<std::string> pem = ReadFile(config.client_cert_file);
     if (!pem.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("client-certificate: ", pem.status().message()));
@@ -76,7 +66,7 @@ absl::StatusOr<std::unique_ptr<CredentialProvider>> MakeCredentialProvider(
     base.client_cert_pem = *std::move(pem);
   }
   if (base.client_key_pem.empty() && !config.client_key_file.empty()) {
-    absl::StatusOr<std::string> pem = ReadFileToString(config.client_key_file);
+    absl::StatusOr<std::string> pem = ReadFile(config.client_key_file);
     if (!pem.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("client-key: ", pem.status().message()));

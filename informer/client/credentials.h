@@ -58,9 +58,6 @@ class TokenFileCredentialProvider final : public CredentialProvider {
 absl::StatusOr<std::unique_ptr<CredentialProvider>> MakeCredentialProvider(
     const RestConfig& config, Clock* clock);
 
-// Reads a whole file; NotFound / DataLoss name the path.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
-
 }  // namespace client
 }  // namespace informer
 

@@ -2,11 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -17,53 +14,17 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "informer/client/rest_config_builder.h"
+#include "informer/util/read_file.h"
+#include "informer/util/yaml_reader.h"
 
 namespace informer {
 namespace client {
 namespace {
 
-// yaml-cpp parses recursively; a hostile or corrupt file nested thousands of
-// levels deep would overflow the stack inside the library. Real kubeconfigs
-// nest fewer than ten levels.
-constexpr int kMaxNesting = 100;
-// A kubeconfig larger than this is not a kubeconfig.
-constexpr size_t kMaxFileBytes = 16 << 20;
-
-// Upper bound of the YAML nesting depth: flow brackets outside quotes, plus
-// per line the indentation and the "- " entries that open block sequences.
-int EstimateNesting(absl::string_view yaml) {
-  int max_depth = 0;
-  int flow = 0;
-  char quote = 0;
-  int line_depth = 0;
-  bool at_line_start = true;
-  for (size_t i = 0; i < yaml.size(); ++i) {
-    char c = yaml[i];
-    if (c == '\n') {
-      at_line_start = true;
-      line_depth = 0;
-      if (quote == 0) continue;
-    }
-    if (quote != 0) {
-      if (c == quote) quote = 0;
-      continue;
-    }
-    if (at_line_start && c == ' ') {
-      ++line_depth;
-    } else {
-      at_line_start = false;
-    }
-    if (c == '-' && i + 1 < yaml.size() && (yaml[i + 1] == ' ')) ++line_depth;
-    if (c == '"' || c == '\'') quote = c;
-    if (c == '[' || c == '{') ++flow;
-    if ((c == ']' || c == '}') && flow > 0) --flow;
-    if (c == '#') {
-      while (i + 1 < yaml.size() && yaml[i + 1] != '\n') ++i;
-    }
-    max_depth = std::max(max_depth, flow + line_depth / 2);
-  }
-  return max_depth;
-}
+// A kubeconfig larger than this is not a kubeconfig; real ones nest fewer
+// than ten levels (see YamlLimits).
+constexpr YamlLimits kLimits{16 << 20, 100};
 
 std::string DirName(absl::string_view path) {
   size_t slash = path.rfind('/');
@@ -77,38 +38,12 @@ std::string Resolve(absl::string_view base_dir, const std::string& path) {
   return absl::StrCat(base_dir, "/", path);
 }
 
-// Walks one parsed document, collecting the first error with its position.
-class Reader {
+// The kubeconfig's own field kinds on top of YamlReader: file paths
+// relative to the kubeconfig's directory, and base64 data.
+class Reader : public YamlReader {
  public:
   explicit Reader(absl::string_view file_name)
-      : file_(file_name), dir_(DirName(file_name)) {}
-
-  absl::Status status() const { return status_; }
-
-  void Fail(const YAML::Node& node, absl::string_view field,
-            absl::string_view problem) {
-    if (status_.ok()) {
-      YAML::Mark m = node.Mark();
-      std::string where = file_;
-      if (m.line >= 0)
-        absl::StrAppend(&where, ":", m.line + 1, ":", m.column + 1);
-      status_ = absl::InvalidArgumentError(
-          absl::StrCat(where, ": field ", field, ": ", problem));
-    }
-  }
-
-  // Null or absent -> "", scalar -> its text, anything else -> error.
-  bool String(const YAML::Node& map, const char* key, absl::string_view field,
-              std::string* out) {
-    YAML::Node n = map[key];
-    if (!n.IsDefined() || n.IsNull()) return true;
-    if (!n.IsScalar()) {
-      Fail(n, Join(field, key), "expected a string");
-      return false;
-    }
-    *out = n.Scalar();
-    return true;
-  }
+      : YamlReader(file_name, NullIs::kAbsent), dir_(DirName(file_name)) {}
 
   bool Path(const YAML::Node& map, const char* key, absl::string_view field,
             std::string* out) {
@@ -127,66 +62,15 @@ class Reader {
       if (!absl::ascii_isspace(static_cast<unsigned char>(c))) cleaned += c;
     }
     if (!absl::Base64Unescape(cleaned, out)) {
-      Fail(map[key], Join(field, key), "not valid base64");
-      return false;
+      return Fail(map[key], Join(field, key), "not valid base64");
     }
     return true;
-  }
-
-  bool Bool(const YAML::Node& map, const char* key, absl::string_view field,
-            bool* out) {
-    YAML::Node n = map[key];
-    if (!n.IsDefined() || n.IsNull()) return true;
-    bool value = false;
-    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, value)) {
-      Fail(n, Join(field, key), "expected true or false");
-      return false;
-    }
-    *out = value;
-    return true;
-  }
-
-  // A map field; absent/null gives an undefined node and true.
-  bool Map(const YAML::Node& parent, const char* key, absl::string_view field,
-           YAML::Node* out) {
-    YAML::Node n = parent[key];
-    if (!n.IsDefined() || n.IsNull()) {
-      *out = YAML::Node(YAML::NodeType::Undefined);
-      return true;
-    }
-    if (!n.IsMap()) {
-      Fail(n, Join(field, key), "expected a mapping");
-      return false;
-    }
-    *out = n;
-    return true;
-  }
-
-  bool Sequence(const YAML::Node& parent, const char* key,
-                absl::string_view field, YAML::Node* out) {
-    YAML::Node n = parent[key];
-    if (!n.IsDefined() || n.IsNull()) {
-      *out = YAML::Node(YAML::NodeType::Undefined);
-      return true;
-    }
-    if (!n.IsSequence()) {
-      Fail(n, Join(field, key), "expected a list");
-      return false;
-    }
-    *out = n;
-    return true;
-  }
-
-  static std::string Join(absl::string_view field, absl::string_view key) {
-    return field.empty() ? std::string(key) : absl::StrCat(field, ".", key);
   }
 
   const std::string& dir() const { return dir_; }
 
  private:
-  std::string file_;
   std::string dir_;
-  absl::Status status_;
 };
 
 bool ReadExec(Reader* r, const YAML::Node& exec, const std::string& field,
@@ -287,34 +171,17 @@ bool ReadNamedList(Reader* r, const YAML::Node& root, const char* list_key,
   return true;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return ss.str();
-}
-
 }  // namespace
 
 absl::StatusOr<Kubeconfig> ParseKubeconfig(absl::string_view yaml,
                                            absl::string_view file_name) {
+  absl::StatusOr<YAML::Node> loaded = LoadYaml(yaml, file_name, kLimits);
+  if (!loaded.ok()) return loaded.status();
   Reader r(file_name);
-  if (yaml.size() > kMaxFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file_name, ": larger than ", kMaxFileBytes, " bytes"));
-  }
-  if (EstimateNesting(yaml) > kMaxNesting) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file_name, ": nested more than ", kMaxNesting, " levels deep"));
-  }
   Kubeconfig config;
   config.files.emplace_back(file_name);
   try {
-    YAML::Node root = YAML::Load(std::string(yaml));
+    const YAML::Node root = *loaded;
     if (!root.IsDefined() || root.IsNull()) return config;  // empty file
     if (!root.IsMap()) {
       r.Fail(root, "(top level)", "expected a mapping");
@@ -386,13 +253,6 @@ absl::StatusOr<Kubeconfig> ParseKubeconfig(absl::string_view yaml,
                       r.String(n, "namespace", f, &c->namespace_);
              });
     if (!ok) return r.status();
-  } catch (const YAML::Exception& e) {
-    std::string where(file_name);
-    if (e.mark.line >= 0) {
-      absl::StrAppend(&where, ":", e.mark.line + 1, ":", e.mark.column + 1);
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": invalid YAML: ", e.msg));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(file_name, ": invalid kubeconfig: ", e.what()));
@@ -401,7 +261,7 @@ absl::StatusOr<Kubeconfig> ParseKubeconfig(absl::string_view yaml,
 }
 
 absl::StatusOr<Kubeconfig> LoadKubeconfigFile(absl::string_view path) {
-  absl::StatusOr<std::string> text = ReadWholeFile(std::string(path));
+  absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
   return ParseKubeconfig(*text, path);
 }
@@ -473,19 +333,18 @@ absl::StatusOr<RestConfig> RestConfigFromKubeconfig(
                      "\" names cluster \"", ctx->second.cluster,
                      "\", which is not defined"));
   }
-  RestConfig rc;
   const KubeCluster& c = cluster->second;
-  rc.server = overrides.server.empty() ? c.server : overrides.server;
-  while (absl::EndsWith(rc.server, "/")) rc.server.pop_back();
+  // The server first: a cluster without one is the error to report.
+  RestConfig rc =
+      RestConfigFor({overrides.server.empty() ? c.server : overrides.server,
+                     c.certificate_authority, ""});
   if (rc.server.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("kubeconfig ", files, ": cluster \"", cluster->first,
                      "\" has no server"));
   }
-  rc.ca_file = c.certificate_authority;
   rc.ca_data = c.certificate_authority_data;
-  rc.insecure_skip_tls_verify =
-      overrides.insecure_skip_tls_verify.value_or(c.insecure_skip_tls_verify);
+  rc.insecure_skip_tls_verify = c.insecure_skip_tls_verify;
   rc.tls_server_name = c.tls_server_name;
   rc.proxy_url = c.proxy_url;
   if (!ctx->second.user.empty()) {
@@ -512,15 +371,8 @@ absl::StatusOr<RestConfig> RestConfigFromKubeconfig(
     rc.password = u.password;
     rc.exec = u.exec;
   }
-  if (!overrides.token.empty()) {
-    rc.bearer_token = overrides.token;
-    rc.bearer_token_file.clear();
-  }
-  if (!overrides.namespace_.empty()) {
-    rc.namespace_ = overrides.namespace_;
-  } else if (!ctx->second.namespace_.empty()) {
-    rc.namespace_ = ctx->second.namespace_;
-  }
+  if (!ctx->second.namespace_.empty()) rc.namespace_ = ctx->second.namespace_;
+  ApplyOverrides(overrides, &rc);
   return rc;
 }
 
@@ -541,23 +393,21 @@ absl::StatusOr<RestConfig> InClusterConfig(const InClusterOptions& options) {
         "not running in a cluster: KUBERNETES_SERVICE_HOST and "
         "KUBERNETES_SERVICE_PORT must be set");
   }
-  absl::StatusOr<std::string> token = ReadWholeFile(options.token_path);
+  absl::StatusOr<std::string> token = ReadFile(options.token_path);
   if (!token.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("in-cluster config: service account token: ",
                      token.status().message()));
   }
-  RestConfig rc;
   // An IPv6 service address needs brackets in a URL.
-  std::string h =
+  const std::string h =
       absl::StrContains(*host, ':') ? absl::StrCat("[", *host, "]") : *host;
-  rc.server = absl::StrCat("https://", h, ":", *port);
-  rc.bearer_token_file = options.token_path;
+  RestConfig rc = RestConfigFor(
+      {absl::StrCat("https://", h, ":", *port), "", options.token_path});
   rc.bearer_token = std::string(absl::StripAsciiWhitespace(*token));
   // client-go: a missing ca.crt is logged, not fatal (system roots apply).
-  std::ifstream ca(options.ca_path);
-  if (ca.good()) rc.ca_file = options.ca_path;
-  absl::StatusOr<std::string> ns = ReadWholeFile(options.namespace_path);
+  if (CheckReadable(options.ca_path).ok()) rc.ca_file = options.ca_path;
+  absl::StatusOr<std::string> ns = ReadFile(options.namespace_path);
   if (ns.ok()) {
     std::string trimmed(absl::StripAsciiWhitespace(*ns));
     if (!trimmed.empty()) rc.namespace_ = trimmed;

@@ -156,30 +156,30 @@ TEST(ParseKubeconfigTest, BadFilesNameFileLineAndField) {
   const BadCase cases[] = {
       {"clusters: [\n", "/bad:"},
       {"clusters:\n- name: c\n  cluster:\n    server: [1, 2]\n",
-       "/bad:4:13: field clusters[0].cluster.server: expected a string"},
+       "/bad:4:13: clusters[0].cluster.server: expected a string"},
       {"clusters:\n- name: c\n  cluster:\n    certificate-authority-data: "
        "'!!notbase64'\n",
-       "/bad:4:33: field clusters[0].cluster.certificate-authority-data: not "
+       "/bad:4:33: clusters[0].cluster.certificate-authority-data: not "
        "valid base64"},
       {"clusters:\n- name: c\n  cluster:\n    insecure-skip-tls-verify: "
        "maybe\n",
-       "field clusters[0].cluster.insecure-skip-tls-verify: expected true or "
+       "clusters[0].cluster.insecure-skip-tls-verify: expected true or "
        "false"},
-      {"clusters: {}\n", "/bad:1:11: field clusters: expected a list"},
-      {"users:\n- user:\n    token: x\n", "field users[0].name: missing"},
+      {"clusters: {}\n", "/bad:1:11: clusters: expected a list"},
+      {"users:\n- user:\n    token: x\n", "users[0].name: missing"},
       {"contexts:\n- name: c\n  context: 5\n",
-       "field contexts[0].context: expected a mapping"},
+       "contexts[0].context: expected a mapping"},
       {"users:\n- name: u\n  user:\n    exec:\n      command: x\n",
-       "field users[0].user.exec.apiVersion: unsupported exec plugin"},
+       "users[0].user.exec.apiVersion: unsupported exec plugin"},
       {"users:\n- name: u\n  user:\n    exec:\n      apiVersion: "
        "client.authentication.k8s.io/v1\n",
-       "field users[0].user.exec.command: missing"},
+       "users[0].user.exec.command: missing"},
       {"users:\n- name: u\n  user:\n    exec:\n      apiVersion: "
        "client.authentication.k8s.io/v1\n      command: c\n      env:\n      "
        "- value: x\n",
-       "field users[0].user.exec.env[0].name: missing"},
-      {"kind: Pod\n", "field kind: expected \"Config\""},
-      {"- a\n- b\n", "field (top level): expected a mapping"},
+       "users[0].user.exec.env[0].name: missing"},
+      {"kind: Pod\n", "kind: expected \"Config\""},
+      {"- a\n- b\n", "(top level): expected a mapping"},
       {"a: b: c\n", "/bad:1:5: invalid YAML"},
   };
   for (const BadCase& c : cases) {
