@@ -50,7 +50,7 @@
 #include "integration_tests/bench_stats.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 #include "server/ops/malloc_tuning.h"
-#include "server/watch/resume_token.h"
+#include "server/informer_service/watch/resume_token.h"
 
 ABSL_FLAG(int, port, 0, "HTTP control port on 127.0.0.1 (0: any).");
 ABSL_FLAG(std::string, grpc_listen, "", "gRPC address, e.g. unix:/tmp/x.sock.");

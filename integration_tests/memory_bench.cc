@@ -237,7 +237,7 @@ int RunChild() {
   if (!cms.ok()) return 1;
   informer::SharedIndexInformer::Options options;
   options.name = "bench-configmaps";
-  // The sidecar's indexes (server/config/informer_registry.cc); the
+  // The sidecar's indexes (server/registry/informer_registry.cc); the
   // namespace index is always there.
   options.indexers[std::string(informer::kOwnerUidIndex)] =
       informer::OwnerUidIndexFunc;

@@ -1,7 +1,7 @@
 // informer_sidecar: serves Kubernetes informer caches over gRPC
 // (informer.v1.Informer, WorkQueue, Events), with server reflection and
-// grpc.health.v1. The flags are in server/sidecar_options.cc, the wiring in
-// server/sidecar_app.cc.
+// grpc.health.v1. The flags are in server/app/sidecar_options.cc, the wiring in
+// server/app/sidecar_app.cc.
 
 #include <glog/logging.h>
 #include <grpc/grpc.h>
@@ -13,8 +13,8 @@
 #include "absl/synchronization/notification.h"
 #include "informer/util/logging.h"
 #include "server/ops/malloc_tuning.h"
-#include "server/sidecar_app.h"
-#include "server/sidecar_options.h"
+#include "server/app/sidecar_app.h"
+#include "server/app/sidecar_options.h"
 
 namespace {
 

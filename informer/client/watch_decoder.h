@@ -5,7 +5,7 @@
 // response body (the client side of a watch): bytes from an HttpStream are
 // split into lines (LineSplitter) and each line decoded with
 // DecodeWatchEvent as soon as it is complete. (Not to be confused with the
-// sidecar's gRPC Watch streams in server/watch.)
+// sidecar's gRPC Watch streams in server/informer_service/watch.)
 //
 // Next() is called from one thread; Stop() from any thread, any number of
 // times, and makes a blocked Next() return Cancelled promptly.

@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/config/informer_registry.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 

@@ -24,7 +24,7 @@ ABSL_DECLARE_FLAG(std::string, kube_api_advertised_address);
 
 #include "absl/status/statusor.h"
 #include "informer/client/discovery.h"
-#include "server/config/informer_registry.h"
+#include "server/registry/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
 
 namespace server {

@@ -18,7 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "server/config/resource_resolver.h"
+#include "server/registry/resource_resolver.h"
 #include "server/kubeapi/kube_api_internal.h"
 #include "server/kubeapi/kube_api_server.h"
 

@@ -16,7 +16,7 @@
 #include "informer/cache/shared_informer.h"
 #include "informer/cache/testing/fake_source.h"
 #include "informer/client/kube_client.h"
-#include "server/config/informer_registry.h"
+#include "server/registry/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
 #include "server/ops/metrics.h"
 

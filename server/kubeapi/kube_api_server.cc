@@ -24,7 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/config/resource_resolver.h"
+#include "server/registry/resource_resolver.h"
 #include "server/kubeapi/discovery_documents.h"
 #include "server/kubeapi/kube_api_internal.h"
 #include "server/kubeapi/table_writer.h"

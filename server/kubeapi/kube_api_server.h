@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "informer/cache/shared_informer.h"
 #include "informer/client/discovery.h"
-#include "server/config/informer_registry.h"
+#include "server/registry/informer_registry.h"
 #include "server/kubeapi/api_status.h"
 #include "server/kubeapi/list_options.h"
 #include "server/kubeapi/request_path.h"

@@ -17,7 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "informer/cache/testing/fake_source.h"
-#include "server/config/informer_registry.h"
+#include "server/registry/informer_registry.h"
 #include "server/kubeapi/api_status.h"
 #include "server/kubeapi/kube_api_test_client.h"
 #include "server/kubeapi/list_options.h"

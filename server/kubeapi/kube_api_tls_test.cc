@@ -11,7 +11,7 @@
 #include "informer/cache/testing/fake_source.h"
 #include "informer/client/http_transport.h"
 #include "informer/client/kube_client.h"
-#include "server/config/informer_registry.h"
+#include "server/registry/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
 #include "emulator/tls_certs.h"
 

@@ -1,0 +1,579 @@
+#include "server/app/sidecar_app.h"
+
+#include <glog/logging.h>
+#include <grpc/grpc.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "emulator/emulator.h"
+#include "informer/cache/event_printer.h"
+#include "informer/client/kube_client.h"
+#include "server/config/cache_upstream.h"
+#include "server/registry/informer_registry.h"
+#include "server/registry/resource_resolver.h"
+#include "server/events_service/event_recording.h"
+#include "server/ops/grpc_metrics_interceptor.h"
+#include "server/ops/http_server.h"
+#include "server/ops/metrics.h"
+#include "server/app/sidecar_metrics.h"
+#include "server/security/authz.h"
+#include "server/security/tls_config.h"
+#include "server/app/sidecar_server.h"
+#include "server/workqueue_service/workqueue_service.h"
+
+namespace server {
+namespace {
+
+// The client-side form of a resource's config.
+informer::client::ResourceClientOptions ResourceClientOptionsOf(
+    const ResourceConfig& config) {
+  informer::client::ResourceClientOptions options;
+  options.metadata_only = config.metadata_only;
+  options.transform.drop_fields = config.drop_fields;
+  options.label_selector = config.label_selector;
+  options.field_selector = config.field_selector;
+  return options;
+}
+
+int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+// Keepalive, message size limits and the gRPC call metrics interceptor, as
+// a SidecarServer builder hook. Watch calls are counted by the informer
+// service instead (`*count_watch_call`): the interceptor would run on every
+// message a Watch stream sends.
+absl::StatusOr<std::function<void(grpc::ServerBuilder&)>> ServingHook(
+    const SidecarOptions& o, metrics::Registry* metrics,
+    std::function<std::function<void(const grpc::Status&)>(
+        const grpc::CallbackServerContext&)>* count_watch_call) {
+  absl::StatusOr<std::unique_ptr<GrpcMetricsInterceptorFactory>> interceptor =
+      GrpcMetricsInterceptorFactory::Create(metrics, kMetricPrefix);
+  if (!interceptor.ok()) return interceptor.status();
+  std::shared_ptr<const CallMeter> watch_meter =
+      (*interceptor)->CountInHandler("/informer.v1.Informer/Watch");
+  *count_watch_call = [watch_meter](const grpc::CallbackServerContext& ctx) {
+    watch_meter->Started();
+    return [watch_meter, peer = ctx.peer(),
+            start = std::chrono::steady_clock::now()](const grpc::Status& s) {
+      watch_meter->Ended(
+          s.error_code(),
+          absl::FromChrono(std::chrono::steady_clock::now() - start), peer);
+    };
+  };
+  // The builder hook is a copyable std::function; the factory moves into
+  // the builder the one time it runs.
+  auto factory =
+      std::make_shared<std::unique_ptr<GrpcMetricsInterceptorFactory>>(
+          *std::move(interceptor));
+  return [=](grpc::ServerBuilder& builder) {
+    // Server pings find dead clients (a killed process whose kernel did not
+    // reset the connection, a vanished node); their streams then end.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                               static_cast<int>(Millis(o.keepalive_time)));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                               static_cast<int>(Millis(o.keepalive_timeout)));
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    // Clients may ping too (to detect a dead sidecar), also while idle,
+    // but not more often than this.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(
+        GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+        static_cast<int>(Millis(o.min_ping_interval)));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                               o.max_concurrent_streams);
+    builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+    builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_request_bytes));
+    if (*factory != nullptr) {
+      std::vector<std::unique_ptr<
+          grpc::experimental::ServerInterceptorFactoryInterface>>
+          creators;
+      creators.push_back(std::move(*factory));
+      builder.experimental().SetInterceptorCreators(std::move(creators));
+    }
+  };
+}
+
+// Writes "grpc=PORT\nhttp=PORT\n" (and "kube_api=PORT\n" when the facade
+// serves: kube_api_port > 0) to `path` atomically (a temporary file
+// renamed), so a reader never sees half of it.
+absl::Status WritePortsFile(const std::string& path, int grpc_port,
+                            int http_port, int kube_api_port = 0) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "grpc=" << grpc_port << "\nhttp=" << http_port << "\n";
+    if (kube_api_port > 0) out << "kube_api=" << kube_api_port << "\n";
+    out.close();
+    if (!out) {
+      return absl::UnavailableError(
+          absl::StrCat("--ports_file: cannot write ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("--ports_file: cannot rename ",
+                                               tmp, " to ", path, ": ",
+                                               std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Sidecar::Sidecar(SidecarOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(
+    SidecarOptions options) {
+  std::unique_ptr<Sidecar> s(new Sidecar(std::move(options)));
+  // The cluster first, so that the first log line says which one (a
+  // newcomer running the demo sees DEMO MODE at the top).
+  if (absl::Status st = s->ChooseCluster(); !st.ok()) {
+    return absl::Status(st.code(),
+                        absl::StrCat("cannot load the cluster configuration: ",
+                                     st.message()));
+  }
+  // Then the operations endpoint: /healthz answers (and /readyz says what
+  // is missing) while the rest starts.
+  for (absl::Status (Sidecar::*step)() :
+       {&Sidecar::StartHttp, &Sidecar::StartCluster, &Sidecar::CreateRegistry,
+        &Sidecar::StartServer, &Sidecar::StartPrinters,
+        &Sidecar::StartInformers}) {
+    if (absl::Status st = ((*s).*step)(); !st.ok()) return st;
+  }
+  return s;
+}
+
+absl::Status Sidecar::ChooseCluster() {
+  if (options_.demo) {
+    demo_reason_ = "--demo";
+  } else if (options_.in_cluster) {
+    informer::client::InClusterOptions in_cluster;
+    absl::StatusOr<informer::client::RestConfig> config =
+        informer::client::InClusterConfig(in_cluster);
+    if (!config.ok()) return config.status();
+    cluster_ = *std::move(config);
+  } else {
+    informer::client::ConnectionFlags flags;
+    flags.kubeconfig = options_.kubeconfig;
+    flags.overrides.context = options_.context;
+    absl::StatusOr<informer::client::RestConfig> config =
+        informer::client::LoadRestConfig(flags);
+    if (config.ok()) {
+      cluster_ = *std::move(config);
+    } else if (!flags.kubeconfig.empty() || !flags.overrides.context.empty()) {
+      // An explicit choice that fails is an error, not a reason for the
+      // demo.
+      return config.status();
+    } else if (options_.cache_upstream.enabled()) {
+      // A chained sidecar without credentials of its own: the upstream
+      // facade answers everything (it refuses writes with 405), no demo.
+      cluster_ = UpstreamRestConfig(options_.cache_upstream,
+                                    informer::client::RestConfig());
+      upstream_only_ = true;
+      LOG(INFO) << "informer_sidecar: no cluster configured ("
+                << config.status().message() << "): --cache_upstream "
+                << cluster_->server
+                << " serves discovery and lists and watches; Event writes "
+                   "will fail (a Kubernetes API facade is read-only)";
+      return absl::OkStatus();
+    } else {
+      demo_reason_ = absl::StrCat("no cluster configured (",
+                                  config.status().message(), ")");
+    }
+  }
+  if (cluster_.has_value()) {
+    LOG(INFO) << "informer_sidecar: using the cluster at " << cluster_->server;
+    if (options_.cache_upstream.enabled()) {
+      LOG(INFO) << "informer_sidecar: informers list and watch from the "
+                   "cache upstream "
+                << options_.cache_upstream.url
+                << "; writes, discovery and resource resolution go to the "
+                   "cluster";
+    }
+  } else {
+    LOG(INFO) << "informer_sidecar: DEMO MODE (" << demo_reason_
+              << "): serving an in-process demo cluster whose objects change "
+                 "every second";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Sidecar::StartHttp() {
+  // Before everything that reports into the metrics registry.
+  metrics_ = std::make_unique<metrics::Registry>();
+  absl::StatusOr<std::unique_ptr<SidecarMetrics>> ops =
+      SidecarMetrics::Create(metrics_.get());
+  if (!ops.ok()) return ops.status();
+  ops_ = *std::move(ops);
+  if (options_.http_listen.empty()) return absl::OkStatus();
+  HttpServer::Options http_options;
+  http_options.listen = options_.http_listen;
+  http_options.registry = metrics_.get();
+  http_options.not_ready = [m = ops_.get()] { return m->NotReady(); };
+  absl::StatusOr<std::unique_ptr<HttpServer>> started =
+      HttpServer::Start(std::move(http_options));
+  if (!started.ok()) {
+    return absl::Status(started.status().code(),
+                        absl::StrCat("--http_listen: ",
+                                     started.status().message()));
+  }
+  http_ = *std::move(started);
+  LOG(INFO) << "informer_sidecar: HTTP /metrics /healthz /readyz on "
+            << options_.http_listen << " (port " << http_->port() << ")";
+  return absl::OkStatus();
+}
+
+absl::Status Sidecar::StartCluster() {
+  informer::client::RestConfig rest_config;
+  if (!cluster_.has_value()) {
+    emulator::EmulatorOptions demo_options;
+    demo_options.demo = true;
+    demo_options.churn_interval = absl::Seconds(1);
+    demo_ = std::make_unique<emulator::Emulator>(demo_options);
+    if (absl::Status st = demo_->Start(); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("cannot start the demo "
+                                                  "cluster: ",
+                                                  st.message()));
+    }
+    rest_config.server = demo_->url();
+    LOG(INFO) << "demo cluster API server at " << rest_config.server;
+  } else {
+    rest_config = *cluster_;
+  }
+  // Every way to a cluster (kubeconfig, in-cluster, the demo) honours it.
+  rest_config.compression = options_.api_compression;
+  informer::client::TransportOptions transport;
+  transport.observer = ops_->ApiObserver();
+  absl::StatusOr<std::unique_ptr<informer::client::KubeClient>> kube =
+      informer::client::KubeClient::Create(rest_config, informer::RealClock(),
+                                           std::move(transport));
+  if (!kube.ok()) return kube.status();
+  kube_ = *std::move(kube);
+  if (!options_.cache_upstream.enabled() || upstream_only_) {
+    return absl::OkStatus();
+  }
+  // The reflectors' own connection: the upstream's URL and credentials
+  // with the cluster's transport settings (--api_compression included).
+  informer::client::TransportOptions upstream_transport;
+  upstream_transport.observer = ops_->ApiObserver();
+  absl::StatusOr<std::unique_ptr<informer::client::KubeClient>> upstream =
+      informer::client::KubeClient::Create(
+          UpstreamRestConfig(options_.cache_upstream, rest_config),
+          informer::RealClock(), std::move(upstream_transport));
+  if (!upstream.ok()) {
+    return absl::Status(upstream.status().code(),
+                        absl::StrCat("--cache_upstream: ",
+                                     upstream.status().message()));
+  }
+  upstream_ = *std::move(upstream);
+  return absl::OkStatus();
+}
+
+// The authorizer from the tokens file and the TLS credentials. In lazy mode
+// (`lazy`: unlisted resources allowed) tokens may name any resource.
+absl::Status Sidecar::SetUpSecurity(bool lazy) {
+  Authorizer::Options authz;
+  authz.allow_secrets = options_.allow_secrets;
+  if (!lazy) {
+    for (const SidecarConfig::Resource& r : options_.config.resources) {
+      authz.configured_resources.push_back(r.config.resource);
+    }
+  }
+  if (options_.tokens_file.empty()) {
+    authorizer_ = Authorizer::AllowAll(std::move(authz));
+  } else {
+    absl::StatusOr<std::unique_ptr<Authorizer>> loaded =
+        Authorizer::FromTokensFile(options_.tokens_file, std::move(authz));
+    if (!loaded.ok()) return loaded.status();
+    authorizer_ = *std::move(loaded);
+    LOG(INFO) << "informer_sidecar: bearer tokens required ("
+              << options_.tokens_file << ": "
+              << absl::StrJoin(authorizer_->token_names(), ", ") << ")";
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      BuildServerCredentials(options_.tls);
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = *std::move(credentials);
+  if (credentials_ != nullptr) {
+    LOG(INFO) << "informer_sidecar: gRPC over TLS"
+              << (options_.tls.client_ca_file.empty()
+                      ? ""
+                      : " with client certificates (mTLS)");
+  } else if (!IsLocalListenAddress(options_.grpc_listen)) {
+    LOG(WARNING) << "informer_sidecar: --grpc_listen=" << options_.grpc_listen
+                 << " is reachable from other hosts and TLS is off; set "
+                    "--grpc_tls_cert_file/--grpc_tls_key_file (and "
+                    "--tokens_file), or listen on loopback or a unix socket";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Sidecar::CreateRegistry() {
+  // The demo with nothing configured serves its seeded resources from the
+  // start (so the first events show at once) and others lazily.
+  SidecarConfig& config = options_.config;
+  if (demo_ != nullptr && !options_.config_file_given &&
+      config.resources.empty()) {
+    for (const char* name : {"pods", "configmaps", "deployments.apps"}) {
+      SidecarConfig::Resource r;
+      r.config.resource = name;
+      r.config.namespace_ = options_.default_namespace;
+      r.config.origin = "demo default";
+      config.resources.push_back(std::move(r));
+    }
+  }
+  InformerRegistry::Options registry_options;
+  registry_options.allow_unlisted = config.allow_unlisted_resources;
+  registry_options.lazy_namespace = options_.default_namespace;
+  registry_options.lazy_idle_timeout = config.lazy_idle_timeout;
+  resolver_ = std::make_unique<DiscoveryResolver>(kube_->discovery());
+  registry_options.resolver = resolver_.get();
+  if (registry_options.allow_unlisted) {
+    LOG(INFO) << "informer_sidecar: lazy mode: informers for resources not "
+                 "configured start on first request and stop after "
+              << registry_options.lazy_idle_timeout << " idle";
+  }
+  if (absl::Status st = SetUpSecurity(registry_options.allow_unlisted);
+      !st.ok()) {
+    return st;
+  }
+  std::vector<ResourceConfig> configs;
+  for (const SidecarConfig::Resource& r : config.resources) {
+    configs.push_back(r.config);
+  }
+  informer::client::KubeClient* client = kube_.get();
+  // Resources resolve through the cluster's discovery; the reflectors list
+  // and watch over the upstream's connection when there is one.
+  informer::client::HttpTransport* lists =
+      upstream_ != nullptr ? upstream_->transport() : kube_->transport();
+  const bool allow_secrets = options_.allow_secrets;
+  absl::StatusOr<std::unique_ptr<InformerRegistry>> registry =
+      InformerRegistry::Create(
+          std::move(configs),
+          [client, lists, allow_secrets](const ResourceConfig& c)
+              -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
+            absl::StatusOr<informer::client::ApiResource> resource =
+                client->discovery()->Resolve(c.resource);
+            if (!resource.ok()) return resource.status();
+            auto rc = std::make_unique<informer::client::ResourceClient>(
+                lists, *std::move(resource), c.namespace_,
+                ResourceClientOptionsOf(c));
+            // Whatever alias named it, core Secrets need --allow_secrets.
+            if (rc->resource().group.empty() &&
+                rc->resource().resource == "secrets" && !allow_secrets) {
+              return absl::InvalidArgumentError(
+                  "it is the Secrets resource, withheld unless "
+                  "--allow_secrets is set");
+            }
+            return std::unique_ptr<informer::ListerWatcher>(std::move(rc));
+          },
+          std::move(registry_options));
+  if (!registry.ok()) return registry.status();
+  registry_ = *std::move(registry);
+  return absl::OkStatus();
+}
+
+absl::Status Sidecar::StartServer() {
+  SidecarServer::Options server_options;
+  server_options.informer = options_.informer;
+  server_options.informer.authorizer = authorizer_.get();
+  server_options.credentials = credentials_;
+  auto hook = ServingHook(options_, metrics_.get(),
+                          &server_options.informer.count_watch_call);
+  if (!hook.ok()) return hook.status();
+  server_options.configure.push_back(*std::move(hook));
+  LOG(INFO) << "informer_sidecar: gRPC keepalive " << options_.keepalive_time
+            << " (timeout " << options_.keepalive_timeout
+            << ", client pings every " << options_.min_ping_interval
+            << " or less often), at most " << options_.max_concurrent_streams
+            << " streams per connection, messages up to "
+            << options_.max_message_bytes << " bytes out and "
+            << options_.max_request_bytes << " in, List pages up to "
+            << options_.informer.max_page_bytes << " bytes";
+
+  // informer.v1.WorkQueue: remote work queues fed by the informers.
+  WorkQueueService::Options workqueue_options;
+  workqueue_options.idle_timeout = options_.workqueue_idle_timeout;
+  workqueue_options.authorizer = authorizer_.get();
+  workqueues_ =
+      std::make_unique<WorkQueueService>(registry_.get(), workqueue_options);
+  server_options.services.push_back(workqueues_.get());
+  // Events: recorded over gRPC, written to the API server asynchronously.
+  EventRecordingOptions event_options;
+  event_options.component = options_.event_component;
+  event_options.authorizer = authorizer_.get();
+  event_options.retry.retry_interval = options_.event_retry_interval;
+  events_ = std::make_unique<EventRecording>(kube_->transport(),
+                                             std::move(event_options));
+  server_options.services.push_back(events_->service());
+  LOG(INFO) << "informer_sidecar: recording events as component \""
+            << events_->component() << "\", host \"" << events_->host()
+            << "\"";
+
+  absl::StatusOr<std::unique_ptr<SidecarServer>> server = SidecarServer::Start(
+      registry_.get(), options_.grpc_listen, std::move(server_options));
+  if (!server.ok()) return server.status();
+  server_ = *std::move(server);
+  LOG(INFO) << "informer_sidecar: gRPC listening on " << options_.grpc_listen
+            << (server_->port() > 0 ? absl::StrCat(" (port ", server_->port(),
+                                                   ")")
+                                    : "");
+  ops_->Attach(registry_.get(), &server_->informer_service().watch_hub());
+  if (!options_.ports_file.empty()) {
+    return WritePortsFile(options_.ports_file, grpc_port(), http_port());
+  }
+  return absl::OkStatus();
+}
+
+// Demo mode prints the notifications so the run command shows events.
+absl::Status Sidecar::StartPrinters() {
+  const bool print =
+      options_.print_events == SidecarOptions::PrintEvents::kTrue ||
+      (options_.print_events == SidecarOptions::PrintEvents::kAuto &&
+       demo_ != nullptr);
+  if (!print) return absl::OkStatus();
+  for (const auto& entry : registry_->entries()) {
+    printers_.push_back(std::make_unique<informer::EventPrinter>(
+        stdout, entry->config.resource));
+    if (absl::Status st =
+            entry->informer->AddEventHandler(printers_.back().get()).status();
+        !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Sidecar::StartInformers() {
+  if (absl::Status st = registry_->Start(); !st.ok()) return st;
+  absl::StatusOr<std::unique_ptr<kubeapi::KubeApiServer>> kube_api =
+      kubeapi::StartKubeApiFromFlags(registry_.get(), kube_->discovery(),
+                                     authorizer_.get(), metrics_.get());
+  if (!kube_api.ok()) return kube_api.status();
+  kube_api_ = *std::move(kube_api);
+  // The ports file was written when gRPC started; once the facade serves
+  // it is rewritten with the facade's port too (for wrappers and chained
+  // sidecars started on port 0).
+  if (kube_api_ != nullptr && !options_.ports_file.empty()) {
+    if (absl::Status st = WritePortsFile(options_.ports_file, grpc_port(),
+                                         http_port(), kube_api_->port());
+        !st.ok()) {
+      return st;
+    }
+  }
+  // Lazy informers: their resource names turn SERVING when they synced and
+  // NOT_SERVING when stopped for idleness (they never gate the overall
+  // status).
+  grpc::HealthCheckServiceInterface* health =
+      server_->grpc_server()->GetHealthCheckService();
+  lazy_health_ = registry_->AddObserver(
+      {.on_lazy_synced =
+           [health](InformerEntry* e) {
+             health->SetServingStatus(e->config.resource, true);
+           },
+       .on_retired =
+           [health](InformerEntry* e) {
+             health->SetServingStatus(e->config.resource, false);
+           }});
+  return absl::OkStatus();
+}
+
+int Sidecar::grpc_port() const {
+  return server_ != nullptr ? server_->port() : 0;
+}
+
+int Sidecar::http_port() const { return http_ != nullptr ? http_->port() : 0; }
+
+absl::Duration Sidecar::shutdown_deadline() const {
+  return options_.shutdown_grace + options_.event_flush_timeout +
+         absl::Seconds(10);
+}
+
+bool Sidecar::Shutdown() {
+  if (stopped_) return true;
+  stopped_ = true;
+  if (http_ != nullptr) http_->SetShuttingDown();
+  if (events_ != nullptr) events_->StopAccepting();  // ends events Watch
+  if (server_ != nullptr) {
+    // Ends every informer Watch stream with UNAVAILABLE, refuses new calls,
+    // and gives running unary calls the grace.
+    server_->Shutdown(options_.shutdown_grace);
+    server_->Wait();
+    ops_->Detach();  // the Watch hub goes with the server
+    if (lazy_health_ >= 0) registry_->RemoveObserver(lazy_health_);
+    server_.reset();
+    LOG(INFO) << "informer_sidecar: gRPC server stopped";
+  }
+  // Queued events go to the API server (bounded), before the demo cluster
+  // they may be written to stops.
+  if (events_ != nullptr && !events_->Flush(options_.event_flush_timeout)) {
+    LOG(WARNING) << "informer_sidecar: queued events not all written within "
+                 << options_.event_flush_timeout << "; exiting without them";
+    return false;
+  }
+  events_.reset();
+  LOG(INFO) << "informer_sidecar: events flushed";
+  kube_api_.reset();  // its handlers and informer leases
+  workqueues_.reset();  // removes its handlers from the informers
+  if (registry_ != nullptr) registry_->Stop();
+  registry_.reset();
+  LOG(INFO) << "informer_sidecar: informers stopped";
+  if (demo_ != nullptr) demo_->Stop();
+  if (http_ != nullptr) http_->Stop();
+  return true;
+}
+
+Sidecar::~Sidecar() {
+  // A started sidecar stops in order; one whose start failed releases what
+  // it holds in reverse (the members' order).
+  if (server_ != nullptr && !stopped_) Shutdown();
+}
+
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+void WaitForSignals(sigset_t signals, absl::Notification* shutdown,
+                    absl::Duration deadline) {
+  int sig = 0;
+  while (sigwait(&signals, &sig) != 0) {
+  }
+  LOG(INFO) << "informer_sidecar: " << strsignal(sig)
+            << ": shutting down (ending Watch streams with UNAVAILABLE, "
+               "stopping informers); a second signal exits at once";
+  shutdown->Notify();
+  const absl::Time until = absl::Now() + deadline;
+  while (true) {
+    const timespec ts =
+        absl::ToTimespec(std::max(until - absl::Now(), absl::ZeroDuration()));
+    siginfo_t info;
+    const int second = sigtimedwait(&signals, &info, &ts);
+    if (second > 0) {
+      LOG(WARNING) << "informer_sidecar: " << strsignal(second)
+                   << " again: exiting at once";
+      _exit(128 + second);
+    }
+    if (errno == EAGAIN) {
+      LOG(ERROR) << "informer_sidecar: shutdown still running after "
+                 << deadline << ": exiting";
+      _exit(1);
+    }
+  }
+}
+
+}  // namespace server

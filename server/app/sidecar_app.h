@@ -1,0 +1,138 @@
+#ifndef SERVER_APP_SIDECAR_APP_H_
+#define SERVER_APP_SIDECAR_APP_H_
+
+#include <grpcpp/security/server_credentials.h>
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/optional.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "informer/client/kubeconfig.h"
+#include "server/kubeapi/kube_api_flags.h"
+#include "server/app/sidecar_options.h"
+
+namespace emulator {
+class Emulator;
+}  // namespace emulator
+namespace informer {
+class EventPrinter;
+namespace client {
+class KubeClient;
+}  // namespace client
+}  // namespace informer
+
+namespace server {
+
+class Authorizer;
+class DiscoveryResolver;
+class EventRecording;
+class HttpServer;
+class InformerRegistry;
+class SidecarMetrics;
+class SidecarServer;
+class WorkQueueService;
+namespace metrics {
+class Registry;
+}  // namespace metrics
+
+// Sidecar is the running informer_sidecar: the composition root that wires
+// the cluster (or the in-process demo cluster), the informers, the gRPC
+// services, the HTTP operations endpoint and the event pipeline from a
+// validated SidecarOptions.
+//
+// Start() brings everything up in order and returns once gRPC serves (the
+// informers sync in the background; health turns SERVING when they did).
+// Its first log line says which cluster it uses, DEMO MODE included. Any
+// failure stops it with an error naming the flag or the part that failed,
+// and what was started is torn down.
+//
+// Shutdown() is the orderly stop: the HTTP probes report shutting down,
+// Events and Watch streams end at once, unary calls get
+// options.shutdown_grace, queued events are written (bounded by
+// options.event_flush_timeout), then informers, the demo cluster and the
+// HTTP server stop. It returns false when queued events were left unwritten
+// (the caller should exit without running destructors).
+//
+// Thread-compatible: Start, Shutdown and destruction from one thread.
+class Sidecar {
+ public:
+  static absl::StatusOr<std::unique_ptr<Sidecar>> Start(
+      SidecarOptions options);
+  ~Sidecar();
+  Sidecar(const Sidecar&) = delete;
+  Sidecar& operator=(const Sidecar&) = delete;
+
+  // The bound ports (0: unix socket / no HTTP server).
+  int grpc_port() const;
+  int http_port() const;
+  // True in demo mode (the in-process demo cluster).
+  bool demo() const { return demo_ != nullptr; }
+  // How long an orderly shutdown may take before the process should exit
+  // anyway: the grace, the event flush, and 10 s of slack.
+  absl::Duration shutdown_deadline() const;
+
+  bool Shutdown();
+
+ private:
+  explicit Sidecar(SidecarOptions options);
+  absl::Status ChooseCluster();
+  absl::Status StartHttp();
+  absl::Status StartCluster();
+  absl::Status SetUpSecurity(bool lazy);
+  absl::Status CreateRegistry();
+  absl::Status StartServer();
+  absl::Status StartPrinters();
+  absl::Status StartInformers();
+
+  SidecarOptions options_;
+  // The cluster from the flags; unset for the demo cluster (and why).
+  absl::optional<informer::client::RestConfig> cluster_;
+  std::string demo_reason_;
+  // No cluster configured: --cache_upstream serves everything.
+  bool upstream_only_ = false;
+  // Declared in start order: on a failed start they go in reverse.
+  std::unique_ptr<metrics::Registry> metrics_;
+  std::unique_ptr<SidecarMetrics> ops_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<emulator::Emulator> demo_;
+  std::unique_ptr<informer::client::KubeClient> kube_;
+  // The --cache_upstream connection the reflectors use, when a cluster is
+  // also configured (kube_ then serves writes and discovery); null when
+  // there is no upstream or it is the only connection (then kube_ is it).
+  std::unique_ptr<informer::client::KubeClient> upstream_;
+  std::unique_ptr<DiscoveryResolver> resolver_;
+  std::unique_ptr<Authorizer> authorizer_;
+  // Null: insecure.
+  std::shared_ptr<grpc::ServerCredentials> credentials_;
+  std::unique_ptr<InformerRegistry> registry_;
+  // The Kubernetes API facade (null unless --kube_api_listen): it holds
+  // informer leases, so it goes before the registry.
+  std::unique_ptr<kubeapi::KubeApiServer> kube_api_;
+  std::unique_ptr<WorkQueueService> workqueues_;
+  std::unique_ptr<EventRecording> events_;
+  std::unique_ptr<SidecarServer> server_;
+  std::vector<std::unique_ptr<informer::EventPrinter>> printers_;
+  int lazy_health_ = -1;
+  bool stopped_ = false;
+};
+
+// Blocks SIGINT and SIGTERM in the calling thread and in every thread it
+// starts later (call before starting any), so that only WaitForSignals
+// receives them. Returns the set.
+sigset_t BlockShutdownSignals();
+
+// The first SIGINT/SIGTERM notifies `shutdown`; a second one (or an orderly
+// shutdown still running `deadline` later) ends the process at once:
+// 128+signal like a shell (130 SIGINT, 143 SIGTERM), 1 on the deadline.
+// Runs on its own (detached) thread.
+void WaitForSignals(sigset_t signals, absl::Notification* shutdown,
+                    absl::Duration deadline);
+
+}  // namespace server
+
+#endif  // SERVER_APP_SIDECAR_APP_H_

@@ -1,0 +1,122 @@
+#include "server/app/sidecar_server.h"
+
+#include <glog/logging.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "proto/grpc/health/v1/health.pb.h"
+#include "server/ops/malloc_tuning.h"
+
+namespace server {
+namespace {
+
+// The longest Shutdown waits for calls in flight (see Shutdown).
+constexpr absl::Duration kShutdownDrain = absl::Milliseconds(500);
+
+}  // namespace
+
+SidecarServer::SidecarServer(InformerRegistry* registry,
+                             InformerService::Options options)
+    : registry_(registry), service_(registry, options) {}
+
+absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
+    InformerRegistry* registry, absl::string_view listen, Options options) {
+  std::unique_ptr<SidecarServer> sidecar(
+      new SidecarServer(registry, options.informer));
+  // Both are process-wide switches read by every later ServerBuilder.
+  grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's health service has no protobuf descriptor of its own: reflection
+  // would list grpc.health.v1.Health but not describe it, and grpcurl would
+  // refuse to call it. Touching our compiled-in definition of the same
+  // interface links it and registers it in the pool reflection serves.
+  grpc::health::v1::HealthCheckResponse::descriptor();
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(std::string(listen),
+                           options.credentials != nullptr
+                               ? options.credentials
+                               : grpc::InsecureServerCredentials(),
+                           &sidecar->port_);
+  builder.RegisterService(&sidecar->service_);
+  for (grpc::Service* service : options.services) {
+    builder.RegisterService(service);
+  }
+  for (const auto& configure : options.configure) configure(builder);
+  sidecar->server_ = builder.BuildAndStart();
+  if (sidecar->server_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on \"", listen, "\""));
+  }
+  // gRPC reports 1 for unix sockets; there is no port to speak of.
+  if (absl::StartsWith(listen, "unix:")) sidecar->port_ = 0;
+  grpc::HealthCheckServiceInterface* health =
+      sidecar->server_->GetHealthCheckService();
+  health->SetServingStatus(false);
+  for (const std::string& name : registry->ResourceNames()) {
+    health->SetServingStatus(name, false);
+  }
+  sidecar->health_thread_ =
+      std::thread([s = sidecar.get()] { s->WatchSyncs(); });
+  return sidecar;
+}
+
+SidecarServer::~SidecarServer() {
+  Shutdown(absl::ZeroDuration());
+  Wait();
+  if (health_thread_.joinable()) health_thread_.join();
+}
+
+void SidecarServer::WatchSyncs() {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  for (const auto& entry : registry_->entries()) {
+    // Lazy informers never gate the overall status (and may stop unsynced).
+    if (entry->lazy) continue;
+    // WaitForSync returns early when the informer stops; the bounded wait
+    // lets this thread notice a shutdown of an informer never started.
+    while (!entry->informer->WaitForSync(absl::Seconds(1))) {
+      if (stopping_.HasBeenNotified()) return;
+    }
+    health->SetServingStatus(entry->config.resource, true);
+    LOG(INFO) << "informer synced: " << entry->config.resource << " ("
+              << entry->informer->GetIndexer().Size() << " objects)";
+  }
+  // The syncs freed as much memory as the caches hold, in holes between
+  // cached objects that glibc would keep resident: give them back before
+  // reporting SERVING, the moment users look at the footprint.
+  ReleaseFreeHeapMemory();
+  health->SetServingStatus(true);
+  serving_.Notify();
+  LOG(INFO) << "all informers synced: health SERVING";
+}
+
+bool SidecarServer::WaitUntilServing(absl::Duration timeout) const {
+  return serving_.WaitForNotificationWithTimeout(timeout);
+}
+
+void SidecarServer::Shutdown(absl::Duration grace) {
+  std::call_once(stop_once_, [this] {
+    stopping_.Notify();
+    // Health Watch clients (and probes) learn of the shutdown first.
+    server_->GetHealthCheckService()->Shutdown();
+    // Informer.Watch streams end at once (UNAVAILABLE, "resume with your
+    // token") instead of holding the shutdown for its whole grace period.
+    service_.watch_hub().Shutdown();
+  });
+  // gRPC 1.51's default health service only sends NOT_SERVING to its Watch
+  // calls on Shutdown and leaves them open; they (like any long-lived
+  // stream) would hold the server for the whole grace. In-flight calls get
+  // at most kShutdownDrain, plenty for a unary query of the cache.
+  const absl::Duration drain = std::min(grace, kShutdownDrain);
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(drain));
+}
+
+void SidecarServer::Wait() { server_->Wait(); }
+
+}  // namespace server
