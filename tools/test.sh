@@ -11,8 +11,11 @@
 #   release          the -c opt build that tools/run.sh and the Dockerfile
 #                    ship (gRPC, protobuf, Abseil linked statically), tested
 #                    end to end: grpcurl by reflection, default clients, ops
+#   real-cluster     tools/realkube.sh build (kube-apiserver, etcd, kubectl,
+#                    grpcurl, ... from Go modules; each peer's build time is
+#                    printed), then the tests tagged realkube against them
 #   bazel test //...
-# The first five are skipped under --config=asan (they are passes of their
+# The first six are skipped under --config=asan (they are passes of their
 # own). Bazel's summary comes last, then one "N passed, N failed" line. Exits
 # non-zero on any failure. Logs are kept only when something failed: their
 # directory is printed at the end.
@@ -95,6 +98,26 @@ node_sdk_tests() {
     bash client_sdk/node/test.sh
 }
 
+# The tests against a real etcd + kube-apiserver. They are tagged "manual"
+# (so bazel test //... leaves them out) and named here.
+REALKUBE_TESTS=(
+  //integration_tests:real_control_plane_test
+  //integration_tests/realkube:control_plane_test
+  //integration_tests:real_sidecar_smoke_test
+)
+
+# Builds the peers (cached outside the tree: seconds once built), then runs
+# the real-cluster tests once with the peers' directory.
+real_cluster_tests() {
+  local out
+  out=$(bash tools/realkube.sh build 2>"$logdir/realkube-build.log") || {
+    cat "$logdir/realkube-build.log"
+    return 1
+  }
+  bazel test --test_env=REALKUBE_BIN="${out##*REALKUBE_BIN=}" \
+    "${REALKUBE_TESTS[@]}"
+}
+
 main() {
   local start=$SECONDS
   echo "test.sh: install: started $(date +%H:%M:%S) (tools/install_deps.sh)"
@@ -119,6 +142,11 @@ main() {
         //integration_tests:readme_grpcurl_test \
         //integration_tests:sidecar_watch_default_clients_e2e_test \
         //integration_tests:sidecar_ops_e2e_test
+      phase real-cluster real_cluster_tests
+      # What each peer's build took (or that all were built already).
+      sed -n 's/^realkube: /test.sh: real-cluster: /p' \
+        "$logdir/realkube-build.log" 2>/dev/null |
+        grep -E 'built|build done|download|too little|error' || true
       ;;
   esac
 
