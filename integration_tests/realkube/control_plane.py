@@ -143,6 +143,7 @@ class _Child:
         self.name = name
         self.log_path = log_path
         log = open(log_path, "ab")
+        self.log_start = log.tell()  # the log is shared across restarts
         try:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log,
@@ -159,8 +160,11 @@ class _Child:
         return self.proc.poll() is None
 
     def bind_failed(self):
-        return (not self.running() and
-                "address already in use" in _tail(self.log_path, 200))
+        if self.running():
+            return False
+        with open(self.log_path, "rb") as f:
+            f.seek(self.log_start)
+            return b"address already in use" in f.read()
 
     def stop(self, grace=STOP_GRACE):
         """SIGTERM to the process group, SIGKILL after `grace` seconds."""
@@ -511,6 +515,15 @@ class ControlPlane:
         }
 
 
+def _alive(pid):
+    """True while `pid` runs (a zombie counts as gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(") ", 1)[-1][:1] != "Z"
+    except OSError:
+        return False
+
+
 def _port_free(port):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -720,12 +733,14 @@ def down(args):
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-    # The supervisor removes state.json once etcd and the API server exited.
+    # The supervisor removes state.json once etcd and the API server exited
+    # (a supervisor that died left it behind; its children died with it).
     try:
-        _wait_for(lambda: not os.path.exists(path), 3 * STOP_GRACE,
-                  "the supervisor (pid %d) to stop" % pid)
+        _wait_for(lambda: not os.path.exists(path) or not _alive(pid),
+                  3 * STOP_GRACE, "the supervisor (pid %d) to stop" % pid)
     except ControlPlaneError:
         os.kill(pid, signal.SIGKILL)  # its children die with it (pdeathsig)
+    if os.path.exists(path):
         os.unlink(path)
     print("stopped the control plane in %s" % state_dir)
     return 0
