@@ -11,6 +11,12 @@ namespace client_sdk {
 using informer::ObjectPtr;
 using informer::v1::Event;
 
+bool IsFinalWatchCode(absl::StatusCode code) {
+  return code == absl::StatusCode::kNotFound ||
+         code == absl::StatusCode::kPermissionDenied ||
+         code == absl::StatusCode::kInvalidArgument;
+}
+
 RemoteInformer::RemoteInformer(std::shared_ptr<grpc::ChannelInterface> channel,
                                Options options)
     : options_(std::move(options)),
@@ -53,8 +59,11 @@ bool RemoteInformer::HasSynced() const {
 
 bool RemoteInformer::WaitForSync(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  return options_.clock->AwaitWithTimeout(&mu_, absl::Condition(&synced_),
-                                          timeout);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return synced_ || gave_up_;
+  };
+  options_.clock->AwaitWithTimeout(&mu_, absl::Condition(&done), timeout);
+  return synced_;
 }
 
 ObjectPtr RemoteInformer::Get(absl::string_view ns,
@@ -109,6 +118,11 @@ int64_t RemoteInformer::failures() const {
   return failures_;
 }
 
+bool RemoteInformer::gave_up() const {
+  absl::MutexLock lock(&mu_);
+  return gave_up_;
+}
+
 void RemoteInformer::Run() {
   absl::Duration backoff = options_.initial_backoff;
   int64_t failures = 0;
@@ -121,6 +135,7 @@ void RemoteInformer::Run() {
     ++failures;
     ReportFailure(*ended, failures, backoff);
     absl::MutexLock lock(&mu_);
+    if (gave_up_) return;
     options_.clock->AwaitWithTimeout(&mu_, absl::Condition(&stopped_), backoff);
     if (stopped_) return;
     backoff = std::min(backoff * 2, options_.max_backoff);
@@ -143,15 +158,8 @@ std::optional<grpc::Status> RemoteInformer::RunStream(int64_t* failures) {
     request.set_resume_token(token_);
     ++connects_;
   }
-  // Without a token the stream starts with an initial state but no RESET:
-  // reconcile it against whatever the mirror holds (nothing on the first
-  // connect, so that is plain adds). With a token taken inside an initial
-  // state, the sidecar sends the rest of it: the reconciliation in progress
-  // goes on.
-  if (request.resume_token().empty()) {
-    reconciling_ = true;
-    reconcile_seen_.clear();
-  }
+  // With a token taken inside an initial state, the sidecar sends the rest
+  // of it: a reconciliation in progress goes on.
   std::unique_ptr<grpc::ClientReader<informer::v1::WatchResponse>> reader =
       stub_->Watch(&ctx, request);
   informer::v1::WatchResponse response;
@@ -180,33 +188,40 @@ std::optional<grpc::Status> RemoteInformer::RunStream(int64_t* failures) {
   return status;
 }
 
-void RemoteInformer::ReportFailure(const grpc::Status& status,
-                                   int64_t failures, absl::Duration retry_in) {
+void RemoteInformer::ReportFailure(const grpc::Status& status, int64_t failures,
+                                   absl::Duration retry_in) {
   StreamError error;
   error.status = FromGrpcStatus(status);
   error.failures = failures;
-  error.retry_in = retry_in;
+  error.final = IsFinalWatchCode(error.status.code());
+  error.retry_in = error.final ? absl::ZeroDuration() : retry_in;
   std::string token;
   {
     absl::MutexLock lock(&mu_);
     failures_ = failures;
+    gave_up_ = error.final;
     token = token_;
   }
   // WARNING when an outage starts or its cause changes; repeats of the same
   // failure at INFO (OnError still sees every one).
   const bool repeat = failures > 1 && error.status == last_reported_;
   last_reported_ = error.status;
-  const std::string message = absl::StrCat(
-      "RemoteInformer(", options_.resource, "): Watch failed: ",
-      status.ok() ? "OK: the sidecar ended the stream"
-                  : error.status.ToString(),
-      " (", failures, " in a row; retrying in ",
-      absl::FormatDuration(retry_in), ", resuming after token \"", token,
-      "\")");
-  if (repeat) {
-    LOG(INFO) << message;
+  const std::string what =
+      absl::StrCat("RemoteInformer(", options_.resource, "): Watch failed: ",
+                   status.ok() ? "OK: the sidecar ended the stream"
+                               : error.status.ToString());
+  if (error.final) {
+    LOG(ERROR) << what << " (final: not retried)";
   } else {
-    LOG(WARNING) << message;
+    const std::string message =
+        absl::StrCat(what, " (", failures, " in a row; retrying in ",
+                     absl::FormatDuration(retry_in),
+                     ", resuming after token \"", token, "\")");
+    if (repeat) {
+      LOG(INFO) << message;
+    } else {
+      LOG(WARNING) << message;
+    }
   }
   if (options_.error_handler != nullptr) {
     options_.error_handler->OnError(error);
@@ -214,37 +229,16 @@ void RemoteInformer::ReportFailure(const grpc::Status& status,
 }
 
 void RemoteInformer::Apply(const Event& event) {
-  ObjectPtr obj;
-  if (event.has_object()) {
-    absl::StatusOr<ObjectPtr> parsed =
-        informer::Object::Parse(event.object().json());
-    if (!parsed.ok()) {
-      LOG(WARNING) << "RemoteInformer(" << options_.resource
-                   << "): skipping undecodable object: " << parsed.status();
-    } else {
-      obj = *std::move(parsed);
-    }
-  }
   switch (event.type()) {
     case informer::v1::EVENT_TYPE_RESET: {
+      relisting_ = true;
+      relist_.clear();
       absl::MutexLock lock(&mu_);
       ++resets_;
-      reconciling_ = true;
-      reconcile_seen_.clear();
       break;
     }
     case informer::v1::EVENT_TYPE_INITIAL_STATE_DONE: {
-      if (reconciling_) {
-        // Objects the fresh state no longer holds vanished while we were
-        // away: their delete was never observed.
-        for (const ObjectPtr& old_obj : mirror_.List()) {
-          if (reconcile_seen_.contains(old_obj->Key())) continue;
-          mirror_.Delete(*old_obj);
-          NotifyDelete(old_obj, /*unknown=*/true);
-        }
-        reconcile_seen_.clear();
-      }
-      reconciling_ = false;
+      if (relisting_) Reconcile();
       absl::MutexLock lock(&mu_);
       synced_ = true;
       ++sync_generation_;
@@ -252,30 +246,16 @@ void RemoteInformer::Apply(const Event& event) {
     }
     case informer::v1::EVENT_TYPE_ADDED:
     case informer::v1::EVENT_TYPE_MODIFIED:
-    case informer::v1::EVENT_TYPE_SYNC: {
-      if (obj == nullptr) break;
-      std::string key = obj->Key();
-      ObjectPtr old_obj = mirror_.GetByKey(key);
-      if (reconciling_ && event.initial()) reconcile_seen_.insert(key);
-      mirror_.Update(obj);
-      if (old_obj == nullptr) {
-        NotifyAdd(obj, event.initial());
-      } else if (event.type() == informer::v1::EVENT_TYPE_SYNC ||
-                 !event.initial() ||
-                 old_obj->resource_version() != obj->resource_version()) {
-        // Initial ADDEDs of a reconciliation that match the mirror are not
-        // news; everything else on a known key is an update (never a second
-        // add).
-        NotifyUpdate(old_obj, obj);
-      }
-      break;
-    }
+    case informer::v1::EVENT_TYPE_SYNC:
     case informer::v1::EVENT_TYPE_DELETED: {
-      if (obj == nullptr) break;
-      ObjectPtr old_obj = mirror_.GetByKey(obj->Key());
-      if (old_obj == nullptr) break;  // never seen: nothing to tell
-      mirror_.Delete(*obj);
-      NotifyDelete(obj, event.tombstone());
+      absl::StatusOr<ObjectPtr> parsed =
+          informer::Object::Parse(event.object().json());
+      if (!parsed.ok()) {
+        LOG(WARNING) << "RemoteInformer(" << options_.resource
+                     << "): skipping undecodable object: " << parsed.status();
+        break;
+      }
+      ApplyObject(event, *parsed);
       break;
     }
     default:  // BOOKMARK: nothing but the token.
@@ -283,6 +263,75 @@ void RemoteInformer::Apply(const Event& event) {
   }
   absl::MutexLock lock(&mu_);
   token_ = event.resume_token();
+}
+
+void RemoteInformer::ApplyObject(const Event& event, const ObjectPtr& obj) {
+  const std::string& key = obj->Key();
+  if (event.type() == informer::v1::EVENT_TYPE_ADDED && event.initial()) {
+    bool synced;
+    {
+      absl::MutexLock lock(&mu_);
+      synced = synced_;
+    }
+    if (relisting_ || synced) {
+      // A fresh initial state over a mirror with content: collected,
+      // applied as differences at INITIAL_STATE_DONE.
+      relisting_ = true;
+      relist_[key] = obj;
+      return;
+    }
+  }
+  ObjectPtr old_obj = mirror_.GetByKey(key);
+  if (event.type() == informer::v1::EVENT_TYPE_DELETED) {
+    if (old_obj == nullptr) return;  // not held: nothing to tell
+    mirror_.Delete(*obj);
+    NotifyDelete(obj, event.tombstone());
+    return;
+  }
+  mirror_.Update(obj);
+  if (old_obj == nullptr) {
+    NotifyAdd(obj, event.initial());
+  } else if (event.type() == informer::v1::EVENT_TYPE_SYNC ||
+             old_obj->json() != obj->json()) {
+    NotifyUpdate(old_obj, obj);
+  }
+}
+
+void RemoteInformer::Reconcile() {
+  absl::flat_hash_map<std::string, ObjectPtr> fresh;
+  fresh.swap(relist_);
+  relisting_ = false;
+  bool initial;
+  {
+    absl::MutexLock lock(&mu_);
+    initial = !synced_;
+  }
+  // Vanished while we were away: their delete was never observed.
+  std::vector<ObjectPtr> gone;
+  for (const ObjectPtr& old_obj : mirror_.List()) {
+    if (!fresh.contains(old_obj->Key())) gone.push_back(old_obj);
+  }
+  auto by_key = [](const ObjectPtr& a, const ObjectPtr& b) {
+    return a->Key() < b->Key();
+  };
+  std::sort(gone.begin(), gone.end(), by_key);
+  for (const ObjectPtr& old_obj : gone) {
+    mirror_.Delete(*old_obj);
+    NotifyDelete(old_obj, /*unknown=*/true);
+  }
+  std::vector<ObjectPtr> objs;
+  objs.reserve(fresh.size());
+  for (auto& entry : fresh) objs.push_back(entry.second);
+  std::sort(objs.begin(), objs.end(), by_key);
+  for (const ObjectPtr& obj : objs) {
+    ObjectPtr old_obj = mirror_.GetByKey(obj->Key());
+    mirror_.Update(obj);
+    if (old_obj == nullptr) {
+      NotifyAdd(obj, initial);
+    } else if (old_obj->json() != obj->json()) {
+      NotifyUpdate(old_obj, obj);
+    }
+  }
 }
 
 void RemoteInformer::NotifyAdd(const ObjectPtr& obj, bool initial) {

@@ -11,50 +11,25 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client_sdk/cpp/grpc_status.h"
-#include "informer/util/clock.h"
+#include "client_sdk/cpp/stream_error.h"
 #include "informer/cache/event_handler.h"
 #include "informer/cache/index.h"
 #include "informer/cache/indexer.h"
 #include "informer/object/object.h"
+#include "informer/util/clock.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 
 namespace client_sdk {
 
-// Why a Watch stream of a RemoteInformer failed (see StreamErrorHandler).
-struct StreamError {
-  // The gRPC status the stream ended with, as an absl::Status of the same
-  // code number and message: e.g. NOT_FOUND for an unknown resource,
-  // UNAVAILABLE while the sidecar is away, RESOURCE_EXHAUSTED for a reader
-  // too slow for the sidecar's queue. OK when the sidecar ended the stream
-  // without an error (the informer reconnects all the same).
-  absl::Status status;
-  // Consecutive failed streams, this one included (1 for the first failure
-  // after a working stream).
-  int64_t failures = 0;
-  // How long until the informer tries again.
-  absl::Duration retry_in;
-};
-
-// Told when a RemoteInformer's stream fails and when it works again. Called
-// on the informer's reader thread, in order with the event handlers; must
-// not block for long. RemoteInformer::Stop may not be called from it (it
-// joins that thread); to give up on a permanent error, signal another
-// thread to call Stop.
-class StreamErrorHandler {
- public:
-  virtual ~StreamErrorHandler() = default;
-  // Every failed stream, before the back-off wait.
-  virtual void OnError(const StreamError& error) = 0;
-  // Once, when a stream delivers data after `failures` failed ones.
-  virtual void OnRecovered(int64_t failures) { (void)failures; }
-};
+// The codes that end a RemoteInformer's Watch for good (StreamError::final).
+bool IsFinalWatchCode(absl::StatusCode code);
 
 // RemoteInformer is an informer whose source is the sidecar's Informer.Watch
 // stream: it keeps a local mirror of one resource's objects (optionally
@@ -67,7 +42,10 @@ class StreamErrorHandler {
 // changes (and for SYNC events of a resync, with old == new content),
 // OnDelete(obj, final_state_unknown) for deletes (final_state_unknown is the
 // sidecar's `tombstone`, or true for objects dropped by a reconciliation).
-// A key is never added twice without a delete in between.
+// A key is never added twice without a delete in between; an event that
+// repeats what the mirror holds (an ADDED or MODIFIED of the same JSON, a
+// DELETED of a key not held: resuming inside a coalesced batch repeats
+// some) calls no handler.
 //
 // Reconnects: when the stream ends (sidecar restart, network failure,
 // RESOURCE_EXHAUSTED), the informer logs it (WARNING when an outage starts
@@ -76,13 +54,17 @@ class StreamErrorHandler {
 // back-off (on the injected clock), resuming from the last resume token it
 // applied. It relies on the sidecar's token contract: every event's token,
 // the initial state's included, resumes right after that event, so a stream
-// cut in the middle of an initial state resumes with the rest of it. It
-// never gives up by itself.
+// cut in the middle of an initial state resumes with the rest of it.
+// NOT_FOUND, PERMISSION_DENIED and INVALID_ARGUMENT are final: reported once
+// (StreamError::final, logged at ERROR), no stream follows, and WaitForSync
+// returns false at once if the informer had not synced.
 // If the sidecar cannot honour the token it sends RESET and a fresh initial
-// state; the informer then reconciles: objects whose resourceVersion changed
-// are reported as updates, new ones as adds, and at INITIAL_STATE_DONE the
-// mirror's objects the fresh state did not contain are deleted (reported with
-// final_state_unknown = true). Unchanged objects are not reported again.
+// state, which the informer collects (the mirror keeps its content) and
+// reconciles at INITIAL_STATE_DONE: the mirror's objects the fresh state
+// does not contain are deleted first (final_state_unknown = true), then
+// changed objects are reported as updates and new ones as adds (is_initial
+// false), in key order. Unchanged objects are not reported again. The
+// Python and Node.js SDKs tell the same story (client_sdk/conformance).
 //
 // Threading: one reader thread per informer (started by Start) runs the
 // blocking Watch stream, applies events to the mirror and calls the handlers
@@ -159,6 +141,8 @@ class RemoteInformer {
   absl::Status last_stream_status() const;
   // Consecutive failed streams; 0 while the stream works.
   int64_t failures() const;
+  // True once a final error ended the stream for good.
+  bool gave_up() const;
 
  private:
   void Run();
@@ -174,16 +158,22 @@ class RemoteInformer {
   void NotifyUpdate(const informer::ObjectPtr& old_obj,
                     const informer::ObjectPtr& new_obj);
   void NotifyDelete(const informer::ObjectPtr& obj, bool unknown);
+  // Applies an ADDED, MODIFIED, SYNC or DELETED event. Reader thread only.
+  void ApplyObject(const informer::v1::Event& event,
+                   const informer::ObjectPtr& obj);
+  // Replaces the mirror with relist_, telling handlers the differences.
+  void Reconcile();
 
   const Options options_;
   std::unique_ptr<informer::v1::Informer::Stub> stub_;
   informer::Indexer mirror_;
 
   // Reader-thread state (no lock: only the reader thread touches it).
-  // True from a RESET (or a connect without token) until the following
-  // INITIAL_STATE_DONE: initial ADDEDs are reconciled against the mirror.
-  bool reconciling_ = false;
-  absl::flat_hash_set<std::string> reconcile_seen_;
+  // True from a RESET (or an initial ADDED over a synced mirror) until the
+  // following INITIAL_STATE_DONE: the fresh initial state is collected in
+  // relist_ (key -> object) and reconciled with the mirror at its end.
+  bool relisting_ = false;
+  absl::flat_hash_map<std::string, informer::ObjectPtr> relist_;
   // The failure last reported, to log repeats at INFO.
   absl::Status last_reported_;
   // Copy of handlers_ taken when the reader thread starts (handlers are
@@ -201,6 +191,7 @@ class RemoteInformer {
   int64_t sync_generation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_status_ ABSL_GUARDED_BY(mu_);
   int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  bool gave_up_ ABSL_GUARDED_BY(mu_) = false;
   // The open stream's context, so Stop can cancel it.
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread thread_;

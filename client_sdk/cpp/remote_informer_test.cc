@@ -17,8 +17,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "informer/util/clock.h"
 #include "informer/cache/index.h"
+#include "informer/util/clock.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 
 namespace client_sdk {
@@ -240,10 +240,12 @@ TEST_F(RemoteInformerTest, ResetReconcilesAndReportsOnlyDifferences) {
   ASSERT_TRUE(inf.Start().ok());
   clock_.WaitForWaiters(1);
   clock_.Advance(absl::Seconds(1));
+  // At INITIAL_STATE_DONE: the vanished first, then changes and new
+  // objects in key order (new since the mirror: not initial).
   EXPECT_THAT(
       recorder_.WaitFor(6),
       ElementsAre("add a 1 initial", "add b 1 initial", "add c 1 initial",
-                  "update b 1->5", "add d 6 initial", "delete c unknown"));
+                  "delete c unknown", "update b 1->5", "add d 6"));
   EXPECT_EQ(service_.WaitForCalls(2)[1], done.resume_token());
   EXPECT_EQ(inf.resets(), 1);
   EXPECT_EQ(inf.List().size(), 3u);
@@ -268,9 +270,9 @@ TEST_F(RemoteInformerTest, DisconnectInsideInitialStateResumesWithTheRest) {
   EXPECT_THAT(service_.WaitForCalls(2), ElementsAre("", a.resume_token()));
   // Objects of the first part stay: the initial state is one across the two
   // streams.
-  EXPECT_THAT(recorder_.WaitFor(3),
-              ElementsAre("add c 1 initial", "add a 1 initial",
-                          "add b 1 initial"));
+  EXPECT_THAT(
+      recorder_.WaitFor(3),
+      ElementsAre("add c 1 initial", "add a 1 initial", "add b 1 initial"));
   EXPECT_EQ(inf.List().size(), 3u);
   EXPECT_EQ(inf.sync_generation(), 1);
 }
@@ -280,7 +282,8 @@ class ErrorRecorder final : public StreamErrorHandler {
  public:
   void OnError(const StreamError& e) override {
     Record(absl::StrCat("error ", absl::StatusCodeToString(e.status.code()),
-                        " ", e.failures, " ", absl::FormatDuration(e.retry_in)));
+                        " ", e.failures, " ", absl::FormatDuration(e.retry_in),
+                        e.final ? " final" : ""));
   }
   void OnRecovered(int64_t failures) override {
     Record(absl::StrCat("recovered ", failures));
@@ -337,20 +340,23 @@ TEST_F(RemoteInformerTest, OnErrorEveryFailureOnRecoveredOnceBackoffDoubles) {
   EXPECT_EQ(inf.failures(), 1);
 }
 
-TEST_F(RemoteInformerTest, NotFoundIsReportedWithItsCodeAndRetried) {
-  service_.Push({{}, /*hold=*/false,
-                 grpc::Status(grpc::StatusCode::NOT_FOUND,
-                              "unknown resource \"pods\"")});
+TEST_F(RemoteInformerTest, NotFoundIsReportedOnceAsFinal) {
+  service_.Push(
+      {{},
+       /*hold=*/false,
+       grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown resource \"pods\"")});
   ErrorRecorder errors;
   RemoteInformer& inf = MakeInformer(&errors);
   ASSERT_TRUE(inf.Start().ok());
-  EXPECT_THAT(errors.WaitFor(1), ElementsAre("error NOT_FOUND 1 1s"));
+  EXPECT_THAT(errors.WaitFor(1), ElementsAre("error NOT_FOUND 1 0 final"));
+  // Given up: no back-off wait, WaitForSync answers at once.
+  EXPECT_FALSE(inf.WaitForSync(kWait));
+  EXPECT_TRUE(inf.gave_up());
   EXPECT_EQ(inf.last_stream_status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(inf.last_stream_status().message(), "unknown resource \"pods\"");
-  // Not given up: the next attempt comes after the back-off.
-  clock_.WaitForWaiters(1);
-  clock_.Advance(absl::Seconds(1));
-  EXPECT_EQ(service_.WaitForCalls(2).size(), 2u);
+  inf.Stop();  // joins the reader thread, which had ended
+  EXPECT_EQ(service_.WaitForCalls(1).size(), 1u);
+  EXPECT_EQ(inf.connects(), 1);
 }
 
 TEST_F(RemoteInformerTest, StartNeedsResource) {

@@ -271,7 +271,7 @@ TEST(SdkE2eTest, RemoteInformerSyncsFollowsAndReconcilesAfterRestart) {
   EXPECT_NE(pods.resume_token(), old_token);
 }
 
-TEST(SdkE2eTest, RemoteInformerReportsUnknownResourceAndKeepsRetrying) {
+TEST(SdkE2eTest, RemoteInformerReportsUnknownResourceAsFinal) {
   TempDir dir;
   std::unique_ptr<SidecarProcess> sidecar =
       StartSidecar(dir.path() + "/grpc.sock");
@@ -287,15 +287,16 @@ TEST(SdkE2eTest, RemoteInformerReportsUnknownResourceAndKeepsRetrying) {
                           grpc::InsecureChannelCredentials()),
       options);
   ASSERT_TRUE(informer.Start().ok());
-  ASSERT_TRUE(errors.WaitForErrors(3));
-  // Every stream so far ended with NOT_FOUND (Stop's CANCELLED is not one).
+  ASSERT_TRUE(errors.WaitForErrors(1));
+  // Final: WaitForSync answers at once, no second stream.
+  EXPECT_FALSE(informer.WaitForSync(kWait));
+  EXPECT_TRUE(informer.gave_up());
   EXPECT_THAT(std::string(informer.last_stream_status().message()),
               ::testing::HasSubstr("unknown resource"));
   informer.Stop();
-  for (absl::StatusCode code : errors.codes()) {
-    EXPECT_EQ(code, absl::StatusCode::kNotFound);
-  }
-  EXPECT_GE(informer.connects(), 3);
+  EXPECT_THAT(errors.codes(),
+              ::testing::ElementsAre(absl::StatusCode::kNotFound));
+  EXPECT_EQ(informer.connects(), 1);
   EXPECT_FALSE(informer.HasSynced());
   EXPECT_EQ(errors.recoveries(), 0);
 }
@@ -341,10 +342,9 @@ TEST(SdkE2eTest, InformerClientQueries) {
   }
   EXPECT_EQ(std::set<std::string>(namespaces->begin(), namespaces->end()),
             want);
-  EXPECT_EQ(client.ListIndexValues("configmaps", "no-such-index")
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      client.ListIndexValues("configmaps", "no-such-index").status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client.Get("configmaps", "nope", "nope").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(client.List("no-such-resource").status().code(),

@@ -16,7 +16,9 @@
 export { SidecarError } from './errors';
 export { KubeObject, objectKey } from './objects';
 export { ConnectionOptions, DEFAULT_TARGET, Logger, defaultLogger, protoDir } from './proto';
-export { IndexFunc, RemoteInformer, RemoteInformerOptions } from './informer';
+export {
+  FINAL_WATCH_CODES, IndexFunc, RemoteInformer, RemoteInformerOptions, StreamFailure,
+} from './informer';
 export { InformerClient, InformerClientOptions, ListOptions, QueryOptions, ResourceStatus } from './client';
 export {
   CallOptions, CreateQueueOptions, Lease, QueueStats, WorkQueueWorker, WorkQueueWorkerOptions,

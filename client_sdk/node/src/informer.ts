@@ -33,16 +33,39 @@ export interface RemoteInformerOptions extends ConnectionOptions {
    * jitter. Defaults 100 ms and 30 s. */
   initialBackoffMs?: number;
   maxBackoffMs?: number;
-  /** Called with every stream failure (as is the 'error' event). */
-  onError?: (err: SidecarError) => void;
+  /** Called with every stream failure (as is the 'error' event), with how
+   * many failed in a row and whether it is final (see RemoteInformer). */
+  onError?: (err: SidecarError, failure: StreamFailure) => void;
+  /** Called once when a stream delivers again after `failures` failed
+   * ones (as is the 'recovered' event). */
+  onRecovered?: (failures: number) => void;
   /** Where failures are logged (warn). Default: console. */
   logger?: Logger;
 }
 
+/** What a failed stream means for the informer (second argument of
+ * onError and of the 'error' listeners). */
+export interface StreamFailure {
+  /** Consecutive failed streams, this one included. */
+  failures: number;
+  /** Milliseconds until the next attempt; 0 when final. */
+  retryInMs: number;
+  /** True when the informer gives up: NOT_FOUND (unknown resource),
+   * PERMISSION_DENIED or INVALID_ARGUMENT (bad selector), which another
+   * attempt would get again. */
+  final: boolean;
+}
+
+/** The codes that end a Watch for good (see StreamFailure.final). */
+export const FINAL_WATCH_CODES: ReadonlySet<grpc.status> = new Set([
+  grpc.status.NOT_FOUND, grpc.status.PERMISSION_DENIED, grpc.status.INVALID_ARGUMENT,
+]);
+
 type AddHandler = (obj: KubeObject, isInitial: boolean) => void;
 type UpdateHandler = (oldObj: KubeObject, newObj: KubeObject) => void;
 type DeleteHandler = (obj: KubeObject, tombstone: boolean) => void;
-type ErrorHandler = (err: SidecarError) => void;
+type ErrorHandler = (err: SidecarError, failure: StreamFailure) => void;
+type RecoveredHandler = (failures: number) => void;
 
 interface WatchEvent {
   type: string;
@@ -87,9 +110,13 @@ function labelIndex(label: string): IndexFunc {
  *
  * Every stream failure is logged (logger.warn, console.warn by default) and
  * passed to `onError` and to the 'error' listeners (a SidecarError with the
- * gRPC code); without an 'error' listener no 'error' event is emitted, so a
- * failure never throws. The informer keeps retrying with exponential
- * back-off until stop(), resuming after the last event it processed.
+ * gRPC code, and a StreamFailure); without an 'error' listener no 'error'
+ * event is emitted, so a failure never throws. The informer retries with
+ * exponential back-off, resuming after the last event it processed; the
+ * first stream that delivers again is reported once to `onRecovered` and
+ * the 'recovered' listeners. NOT_FOUND, PERMISSION_DENIED and
+ * INVALID_ARGUMENT are final: reported once with `final` set, never
+ * retried (the mirror keeps its content; waitForSync resolves false).
  *
  * Objects returned by get(), list(), byIndex() and passed to handlers are
  * shared with the mirror: treat them as read-only.
@@ -111,6 +138,8 @@ export class RemoteInformer extends EventEmitter {
   private resetCount = 0;
   private initialStateCount = 0;
   private lastErr: SidecarError | null = null;
+  private failureCount = 0;
+  private gaveUp = false;
 
   // A fresh initial state over a mirror with content, collected until
   // INITIAL_STATE_DONE and then applied as differences.
@@ -155,6 +184,7 @@ export class RemoteInformer extends EventEmitter {
   override on(event: 'update', listener: UpdateHandler): this;
   override on(event: 'delete', listener: DeleteHandler): this;
   override on(event: 'error', listener: ErrorHandler): this;
+  override on(event: 'recovered', listener: RecoveredHandler): this;
   override on(event: string | symbol, listener: (...args: any[]) => void): this;
   override on(event: string | symbol, listener: (...args: any[]) => void): this {
     return super.on(event, listener);
@@ -207,7 +237,7 @@ export class RemoteInformer extends EventEmitter {
    * `timeoutMs` (undefined: no limit). */
   waitFor(predicate: (inf: RemoteInformer) => boolean, timeoutMs?: number): Promise<boolean> {
     if (this.evaluate(predicate)) return Promise.resolve(true);
-    if (this.stopped) return Promise.resolve(false);
+    if (this.stopped || this.gaveUp) return Promise.resolve(false);
     return new Promise<boolean>((resolve) => {
       const waiter: Waiter = { predicate, resolve };
       if (timeoutMs !== undefined) {
@@ -244,6 +274,16 @@ export class RemoteInformer extends EventEmitter {
   /** The error that ended the last stream, or null. */
   get lastError(): SidecarError | null {
     return this.lastErr;
+  }
+
+  /** Consecutive failed streams; 0 while the stream works. */
+  get failures(): number {
+    return this.failureCount;
+  }
+
+  /** True once a final error ended the informer's stream for good. */
+  get gaveUpOnError(): boolean {
+    return this.gaveUp;
   }
 
   // ----- queries on the mirror -----
@@ -384,6 +424,7 @@ export class RemoteInformer extends EventEmitter {
     };
     call.on('data', (response: { events: WatchEvent[] }) => {
       if (this.call !== call) return; // a cancelled call's leftovers
+      if (this.failureCount > 0) this.recovered();
       for (const event of response.events) {
         try {
           this.apply(event);
@@ -405,6 +446,16 @@ export class RemoteInformer extends EventEmitter {
     });
   }
 
+  private recovered(): void {
+    const failures = this.failureCount;
+    this.failureCount = 0;
+    this.delayMs = this.initialBackoffMs;
+    this.lastLogged = '';
+    this.logger.warn(`RemoteInformer(${this.resource}): Watch stream works again after ${failures} failed attempt(s)`);
+    this.safe(() => this.opts.onRecovered?.(failures));
+    for (const l of this.listeners('recovered')) this.safe(() => (l as RecoveredHandler)(failures));
+  }
+
   private onStreamEnd(err: SidecarError | null, gotEvent: boolean): void {
     this.lastErr = err;
     if (this.stopped) return;
@@ -413,23 +464,37 @@ export class RemoteInformer extends EventEmitter {
       this.delayMs = this.initialBackoffMs;
       this.lastLogged = '';
     }
+    this.failureCount++;
+    const final = err !== null && FINAL_WATCH_CODES.has(err.code);
+    // Exponential back-off with jitter.
+    const delay = final ? 0 : this.delayMs * (0.5 + Math.random() / 2);
     const what = err ? err.message : 'stream ended by the sidecar';
-    if (what !== this.lastLogged) {
+    if (final) {
+      this.logger.warn(`RemoteInformer(${this.resource}): ${what} (final: not retried)`);
+    } else if (what !== this.lastLogged) {
       // The same failure again in a row (e.g. while the sidecar is down) is
       // logged once; every failure still reaches onError and 'error'.
       this.logger.warn(`RemoteInformer(${this.resource}): ${what} (retrying with back-off)`);
       this.lastLogged = what;
     }
+    if (final) this.gaveUp = true;
     if (err) {
-      this.safe(() => this.opts.onError?.(err));
+      const failure: StreamFailure = { failures: this.failureCount, retryInMs: delay, final };
+      this.safe(() => this.opts.onError?.(err, failure));
       if (this.listenerCount('error') > 0) {
-        for (const l of this.listeners('error')) this.safe(() => (l as ErrorHandler)(err));
+        for (const l of this.listeners('error')) this.safe(() => (l as ErrorHandler)(err, failure));
       }
     }
     this.notify();
     if (this.stopped) return; // stopped by an error handler
-    // Exponential back-off with jitter.
-    const delay = this.delayMs * (0.5 + Math.random() / 2);
+    if (final) {
+      // Given up: pending waits end with their predicate's current value.
+      for (const w of this.waiters.splice(0)) {
+        if (w.timer) clearTimeout(w.timer);
+        w.resolve(this.evaluate(w.predicate));
+      }
+      return;
+    }
     this.delayMs = Math.min(this.delayMs * 2, this.maxBackoffMs);
     this.retryTimer = setTimeout(() => {
       this.reconnectCount++;

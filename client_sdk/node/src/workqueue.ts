@@ -165,8 +165,12 @@ export interface WorkQueueWorkerOptions extends ConnectionOptions {
   /** Reconnect delays (doubling, with jitter). Defaults 100 ms and 30 s. */
   initialBackoffMs?: number;
   maxBackoffMs?: number;
-  /** Called with every failure of the Lease stream (as is 'error'). */
-  onError?: (err: SidecarError) => void;
+  /** Called with every failure of the Lease stream (as is 'error'), with
+   * the count of consecutive failures. */
+  onError?: (err: SidecarError, failures: number) => void;
+  /** Called once when a stream delivers again after `failures` failed
+   * ones (as is 'recovered'). */
+  onRecovered?: (failures: number) => void;
   /** Where failures are logged (warn). Default: console. */
   logger?: Logger;
 }
@@ -188,7 +192,10 @@ type LeaseStream = grpc.ClientDuplexStream<object, {
  * The Lease stream reconnects by itself with exponential back-off; keys
  * leased on a broken stream return to the queue on the sidecar's side, and
  * their results are dropped. Stream failures are logged (warn) and passed
- * to `onError` and the 'error' listeners (if any) as SidecarErrors.
+ * to `onError` and the 'error' listeners (if any) as SidecarErrors, every
+ * code retried (a queue may be declared after its workers start); the
+ * first stream that delivers after failures is reported once to
+ * `onRecovered` and the 'recovered' listeners.
  */
 export class WorkQueueWorker extends EventEmitter {
   readonly queue: string;
@@ -211,6 +218,7 @@ export class WorkQueueWorker extends EventEmitter {
   private retryTimer: NodeJS.Timeout | null = null;
   private delayMs: number;
   private lastLogged = '';
+  private failureCount = 0;
   private started = false;
   private stopped = false;
   private waiters: Array<{ predicate: (w: WorkQueueWorker) => boolean; resolve: (ok: boolean) => void;
@@ -330,6 +338,7 @@ export class WorkQueueWorker extends EventEmitter {
     call.on('data', (response) => {
       if (this.call !== call) return;
       got = true;
+      if (this.failureCount > 0) this.recovered();
       this.onResponse(response, generation);
     });
     call.on('error', (err) => finish(SidecarError.from(err)));
@@ -338,8 +347,28 @@ export class WorkQueueWorker extends EventEmitter {
     call.write({ queue: this.queue, credit: this.credit - this.busy, worker: this.opts.name ?? '' });
   }
 
+  /** Consecutive failed Lease streams; 0 while the stream works. */
+  get failures(): number {
+    return this.failureCount;
+  }
+
+  private recovered(): void {
+    const failures = this.failureCount;
+    this.failureCount = 0;
+    this.delayMs = this.initialBackoffMs;
+    this.lastLogged = '';
+    this.logger.warn(`WorkQueueWorker(${this.queue}): lease stream works again after ${failures} failed attempt(s)`);
+    try {
+      this.opts.onRecovered?.(failures);
+      for (const l of this.listeners('recovered')) (l as (n: number) => void)(failures);
+    } catch (e) {
+      this.logger.warn(`WorkQueueWorker(${this.queue}): a recovery handler threw: ${e}`);
+    }
+  }
+
   private onStreamEnd(err: SidecarError | null, got: boolean): void {
     if (this.stopped) return;
+    this.failureCount++;
     if (got) {
       // The stream worked: back-off and log suppression start over.
       this.delayMs = this.initialBackoffMs;
@@ -354,8 +383,8 @@ export class WorkQueueWorker extends EventEmitter {
     }
     if (err) {
       try {
-        this.opts.onError?.(err);
-        for (const l of this.listeners('error')) (l as (e: SidecarError) => void)(err);
+        this.opts.onError?.(err, this.failureCount);
+        for (const l of this.listeners('error')) (l as (e: SidecarError, n: number) => void)(err, this.failureCount);
       } catch (e) {
         this.logger.warn(`WorkQueueWorker(${this.queue}): an error handler threw: ${e}`);
       }

@@ -50,19 +50,33 @@ class StreamError(Exception):
       details: the status message.
       failures: consecutive failed attempts, this one included (1 for the
         first failure after a working stream).
-      retry_in: seconds until the informer tries again.
+      retry_in: seconds until the informer tries again (0 when final).
       cause: the underlying exception (a ``grpc.RpcError``), or None.
+      final: True when the stream will not be tried again: a Watch that
+        ended with NOT_FOUND (unknown resource), PERMISSION_DENIED or
+        INVALID_ARGUMENT (a bad selector or index), which another attempt
+        would get again (see :data:`FINAL_WATCH_CODES`).
     """
 
     def __init__(self, code: grpc.StatusCode, details: str, failures: int,
                  retry_in: float,
-                 cause: Optional[BaseException] = None) -> None:
+                 cause: Optional[BaseException] = None,
+                 final: bool = False) -> None:
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
         self.failures = failures
         self.retry_in = retry_in
         self.cause = cause
+        self.final = final
+
+
+# The codes that end a RemoteInformer's Watch for good: the request itself
+# is refused (unknown resource, not allowed, malformed filter), so another
+# attempt would fail the same way.
+FINAL_WATCH_CODES = frozenset((grpc.StatusCode.NOT_FOUND,
+                               grpc.StatusCode.PERMISSION_DENIED,
+                               grpc.StatusCode.INVALID_ARGUMENT))
 
 
 ErrorHandler = Callable[[StreamError], None]
@@ -117,9 +131,12 @@ class RemoteInformer:
     the last event processed; the mirror keeps its content meanwhile. When a
     stream delivers data again after failures, it calls
     ``on_recovered(failures)`` once. Both run on the informer's thread, like
-    the handlers. It never gives up by itself: an application that wants to
-    stop on a permanent error (NOT_FOUND, PERMISSION_DENIED, ...) calls
-    :meth:`stop`, e.g. from ``on_error``.
+    the handlers. Errors another attempt would get again end the stream for
+    good: NOT_FOUND (unknown resource), PERMISSION_DENIED and
+    INVALID_ARGUMENT (bad selector or index) reach ``on_error`` once with
+    ``final`` set (logged at ERROR); the informer then stops retrying, keeps
+    its mirror, and :meth:`wait_for_sync` returns False at once if it had
+    not synced. Every other code is retried.
 
     Thread-safety: every method may be called from any thread. Objects
     returned by :meth:`get`, :meth:`list`, :meth:`by_index` and passed to
@@ -177,7 +194,7 @@ class RemoteInformer:
         self._health = StreamHealth(
             backoff, self._lock, f"RemoteInformer({resource}): Watch failed",
             f"RemoteInformer({resource}): Watch stream works again",
-            on_error, on_recovered)
+            on_error, on_recovered, final_codes=FINAL_WATCH_CODES)
         # Guarded by _lock.
         self._items: Dict[str, Obj] = {}
         self._index_funcs: Dict[str, IndexFunc] = {
@@ -269,9 +286,12 @@ class RemoteInformer:
             return self._synced
 
     def wait_for_sync(self, timeout: Optional[float] = None) -> bool:
-        """Waits until :meth:`has_synced`; False on timeout."""
+        """Waits until :meth:`has_synced`; False on timeout, or at once
+        after a final error (see :attr:`last_error`)."""
         with self._lock:
-            return self._lock.wait_for(lambda: self._synced, timeout)
+            self._lock.wait_for(
+                lambda: self._synced or self._health.gave_up, timeout)
+            return self._synced
 
     def wait_for(self, predicate: Callable[["RemoteInformer"], bool],
                  timeout: Optional[float] = None) -> bool:
@@ -423,6 +443,8 @@ class RemoteInformer:
                 break
             delay = self._health.failed(
                 error, f", resuming after token {self.resume_token!r}")
+            if delay is None:
+                break  # a final error: reported, not retried
             # stop() interrupts the wait.
             self._stop.wait(delay)
 

@@ -203,27 +203,24 @@ class SharedSidecarTest(unittest.TestCase):
                 self.assertEqual(len(adds), len(informer.list()))
                 self.assertTrue(all(c[2] for c in adds), adds)
 
-    def test_unknown_resource_reported_to_on_error_and_retried(self):
+    def test_unknown_resource_is_a_final_error(self):
         errors = queue.Queue()
         with RemoteInformer("nosuchthings", target=self.target,
                             initial_backoff=0.05, max_backoff=0.1,
                             on_error=errors.put) as informer:
-            got = [errors.get(timeout=TIMEOUT) for _ in range(3)]
-            self.assertTrue(informer.wait_for(
-                lambda inf: inf.reconnects >= 2, timeout=TIMEOUT))
+            err = errors.get(timeout=TIMEOUT)
+            # Given up: wait_for_sync does not wait for the timeout.
+            self.assertFalse(informer.wait_for_sync(TIMEOUT))
             self.assertFalse(informer.has_synced())
-            self.assertEqual(informer.last_error.code,
-                             grpc.StatusCode.NOT_FOUND)
-        for n, err in enumerate(got, start=1):
-            self.assertIsInstance(err, StreamError)
-            self.assertEqual(err.code, grpc.StatusCode.NOT_FOUND)
-            self.assertIn("unknown resource", err.details)
-            self.assertEqual(err.failures, n)
-            # Back-off doubles from 0.05 s up to 0.1 s, jittered to
-            # [50 %, 100 %).
-            cap = min(0.05 * 2 ** (n - 1), 0.1)
-            self.assertTrue(cap / 2 <= err.retry_in < cap, (n, err.retry_in))
-            self.assertIsInstance(err.cause, grpc.RpcError)
+            self.assertIs(informer.last_error, err)
+            self.assertEqual(informer.reconnects, 0)
+        self.assertIsInstance(err, StreamError)
+        self.assertEqual(err.code, grpc.StatusCode.NOT_FOUND)
+        self.assertIn("unknown resource", err.details)
+        self.assertTrue(err.final)
+        self.assertEqual((err.failures, err.retry_in), (1, 0.0))
+        self.assertIsInstance(err.cause, grpc.RpcError)
+        self.assertTrue(errors.empty())
 
     def test_failure_is_logged_at_warning(self):
         with self.assertLogs("informer_sidecar", level="WARNING") as logs:
