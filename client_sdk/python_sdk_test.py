@@ -7,7 +7,8 @@ runfiles into $TEST_TMPDIR, makes a venv from Debian's Python with
 runs the test files named on the command line (client_sdk/python/tests/,
 default e2e_test.py) with the venv's python against the real
 //server:informer_sidecar binary (in demo mode, or in front of the
-//emulator:kube_emulator binary when the target has it in its data).
+//emulator:kube_emulator binary when the target has it in its data), or
+against the conformance suite's scripted server.
 """
 
 import os
@@ -62,6 +63,10 @@ class PythonSdkTest(unittest.TestCase):
         env["INFORMER_SIDECAR_BINARY"] = runfile("server/informer_sidecar")
         env["INFORMER_SIDECAR_EXAMPLES"] = os.path.join(
             src, "client_sdk", "examples")
+        env["INFORMER_CONFORMANCE_SERVER"] = runfile(
+            "client_sdk/conformance/scripted_server")
+        env["INFORMER_CONFORMANCE_SCENARIOS"] = runfile(
+            "client_sdk/conformance/scenarios")
         if os.path.exists(runfile("emulator/kube_emulator")):
             env["INFORMER_EMULATOR_BINARY"] = runfile("emulator/kube_emulator")
         for test_file in TEST_FILES:

@@ -7,13 +7,22 @@
 # (../conformance) against the scripted server.
 #
 # The binary: $INFORMER_SIDECAR_BIN, default ../../bazel-bin/server/informer_sidecar
-# (bazel build //server:informer_sidecar).
+# (bazel build //server:informer_sidecar). The scripted server:
+# $INFORMER_CONFORMANCE_SERVER, default
+# ../../bazel-bin/client_sdk/conformance/scripted_server
+# (bazel build //client_sdk/conformance:scripted_server).
 set -euo pipefail
 cd "$(dirname "$0")"
 bin="${INFORMER_SIDECAR_BIN:-../../bazel-bin/server/informer_sidecar}"
 if [[ ! -x "$bin" ]]; then
   echo "client_sdk/node/test.sh: no sidecar binary at $bin" \
     "(bazel build //server:informer_sidecar, or set INFORMER_SIDECAR_BIN)" >&2
+  exit 1
+fi
+export INFORMER_CONFORMANCE_SERVER="${INFORMER_CONFORMANCE_SERVER:-$PWD/../../bazel-bin/client_sdk/conformance/scripted_server}"
+if [[ ! -x "$INFORMER_CONFORMANCE_SERVER" ]]; then
+  echo "client_sdk/node/test.sh: no scripted server at $INFORMER_CONFORMANCE_SERVER" \
+    "(bazel build //client_sdk/conformance:scripted_server, or set INFORMER_CONFORMANCE_SERVER)" >&2
   exit 1
 fi
 npm ci --no-audit --no-fund
