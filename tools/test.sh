@@ -89,12 +89,15 @@ ensure_kubectl() {
   test_packages kubectl kubernetes-client
 }
 
-# The Node tests run the real sidecar: build it here and name it, since
+# The Node tests run the real sidecar and the conformance suite's scripted
+# server: build them here and name them, since
 # bazel-bin points at whichever configuration built last (the tsa phase's).
 node_sdk_tests() {
   ensure_node || return 1
-  bazel build //server:informer_sidecar || return 1
+  bazel build //server:informer_sidecar \
+    //client_sdk/conformance:scripted_server || return 1
   INFORMER_SIDECAR_BIN="$(bazel info bazel-bin)/server/informer_sidecar" \
+    INFORMER_CONFORMANCE_SERVER="$(bazel info bazel-bin)/client_sdk/conformance/scripted_server" \
     bash client_sdk/node/test.sh
 }
 
