@@ -36,7 +36,16 @@ def problems(xml_text, workspace="/nonexistent"):
     graph = check_layering.target_graph(rules)
     return (check_layering.check_package_cycles(rules, graph) +
             check_layering.check_forbidden(rules, graph) +
-            check_layering.check_file_sizes(rules, workspace))
+            check_layering.check_file_sizes(rules, workspace) +
+            check_layering.check_server_rooms(rules, graph) +
+            check_layering.check_test_placement(rules) +
+            check_layering.check_function_lengths(rules, workspace))
+
+
+def function(name, body_lines, indent=""):
+    """A C++ function whose braces span 2 + body_lines lines."""
+    return (f"{indent}void {name}(int a) {{\n" +
+            f"{indent}  a++;\n" * body_lines + f"{indent}}}\n")
 
 
 class CheckLayeringTest(unittest.TestCase):
@@ -131,6 +140,171 @@ class CheckLayeringTest(unittest.TestCase):
             ), workspace=ws)
         self.assertEqual(out, [
             "server/big.cc: 901 lines (product files: at most 900)"])
+
+    def test_server_rooms_services_apart_support_below_app_on_top(self):
+        out = problems(xml(
+            rule("//server:informer_sidecar", kind="cc_binary",
+                 inputs=["//server/app:sidecar_app"]),
+            rule("//server/app:sidecar_app",
+                 inputs=["//server/informer_service:svc",
+                         "//server/workqueue_service:wq",
+                         "//server/ops:metrics"]),
+            rule("//server/informer_service:svc",
+                 inputs=["//server/informer_service/watch:hub",
+                         "//server/registry:registry",
+                         "//server/security:authz"]),
+            rule("//server/informer_service/watch:hub",
+                 inputs=["//server/registry:registry"]),
+            rule("//server/workqueue_service:wq",
+                 inputs=["//server/events_service:ev"]),
+            rule("//server/events_service:ev"),
+            rule("//server/registry:registry"),
+            rule("//server/security:authz"),
+            rule("//server/ops:metrics",
+                 inputs=["//server/informer_service/watch:hub"]),
+            rule("//server/ops:metrics_test", kind="cc_test",
+                 inputs=["//server/app:sidecar_app"]),
+            rule("//server/kubeapi:facade",
+                 inputs=["//server:informer_sidecar"]),
+        ))
+        rooms = [p for p in out if not p.startswith("package cycle")]
+        self.assertEqual(rooms, [
+            "server/ops/ depends on a service: //server/ops:metrics -> "
+            "//server/informer_service/watch:hub",
+            "server/ops/ depends on the app: //server/ops:metrics_test -> "
+            "//server/app:sidecar_app",
+            "service server/kubeapi/ depends on the app: "
+            "//server/kubeapi:facade -> //server:informer_sidecar",
+            "service server/workqueue_service/ depends on a service: "
+            "//server/workqueue_service:wq -> //server/events_service:ev",
+        ])
+
+    def test_only_the_app_and_integration_tests_name_services(self):
+        out = problems(xml(
+            rule("//server:informer_sidecar", kind="cc_binary"),
+            rule("//server/kubeapi:flags"),
+            rule("//server/app:sidecar_app"),
+            rule("//server/registry:registry"),
+            rule("//server/mystery:thing"),
+            rule("//integration_tests/kube_api:server", testonly=True,
+                 inputs=["//server/kubeapi:flags"]),
+            rule("//client_sdk/cpp:sdk_test", kind="cc_test",
+                 inputs=["//server:informer_sidecar",
+                         "//server/registry:registry"]),
+            rule("//client_sdk/cpp:wiring", inputs=["//server/app:sidecar_app"]),
+            rule("//deploy:image", inputs=["//server:informer_sidecar"]),
+        ))
+        self.assertEqual(out, [
+            "only the app wires the app (server/app/): "
+            "//client_sdk/cpp:wiring -> //server/app:sidecar_app",
+            "server/mystery/ is in no room of tools/check_layering.py "
+            "(APP_ROOMS, SERVICE_ROOMS, SUPPORT_ROOMS)",
+        ])
+
+    def test_tests_sit_in_the_package_of_their_subject(self):
+        out = problems(xml(
+            rule("//server/security:authz", srcs=["//server/security:authz.cc",
+                                                  "//server/security:authz.h"]),
+            rule("//server/security:authz_test", kind="cc_test",
+                 srcs=["//server/security:authz_test.cc"]),
+            rule("//server:authz_test", kind="cc_test",
+                 srcs=["//server:authz_test.cc"]),
+            rule("//server/informer_service:watch_test", kind="cc_test",
+                 srcs=["//server/informer_service:watch_test.cc"]),
+            # Same stem in another top directory: not this test's subject.
+            rule("//informer/cache:store", srcs=["//informer/cache:store.h"]),
+            rule("//emulator:store_test", kind="cc_test",
+                 srcs=["//emulator:store_test.cc"]),
+        ))
+        self.assertEqual(out, [
+            "test away from its subject: //server:authz_test.cc tests authz "
+            "of //server/security"])
+
+    def test_function_scan_skips_comments_strings_and_initializers(self):
+        text = (
+            "#include <x>\n"
+            "#define BODY { {\n"
+            "namespace a {\n"
+            "namespace {\n"
+            "const int kTable[] = {1, 2, {3}};\n"
+            "enum class E { kA, kB };\n"
+            "auto kLambda = [](int x) {\n  return x;\n};\n"
+            "}  // namespace\n"
+            "// void Commented() {\n"
+            "std::string Json() {\n"
+            "  return R\"({\"a\": {\"b\": 1}})\" \"{\" '{';\n"
+            "}\n"
+            "class Foo : public Bar<int> {\n"
+            " public:\n"
+            "  Foo(int a, std::function<void()> f = {}) : a_(a), b_{a} {\n"
+            "    Run();\n"
+            "  }\n"
+            "  int size() const override { return 1'000; }\n"
+            " private:\n"
+            "  alignas(64) std::atomic<int> n_{0};\n"
+            "  int m_ ABSL_GUARDED_BY(mu_){0};\n"
+            "};\n"
+            "Foo::Foo(Foo&& o) noexcept\n"
+            "    : a_(o.a_), b_{o.b_} {\n"
+            "  o.a_ = 0;\n"
+            "}\n"
+            "bool operator==(const Foo& x, const Foo& y) { return true; }\n"
+            "auto Foo::Get() const -> std::vector<int> {\n"
+            "  return {};\n"
+            "}\n"
+            "}  // namespace a\n")
+        self.assertEqual(check_layering.function_lengths(text), [
+            ("Json", 12, 14),
+            ("Foo", 17, 19),
+            ("size", 20, 20),
+            ("Foo::Foo", 26, 28),
+            ("operator==", 29, 29),
+            ("Foo::Get", 30, 32),
+        ])
+
+    def test_long_functions_warn_past_80_and_fail_past_100(self):
+        with tempfile.TemporaryDirectory() as ws:
+            os.makedirs(os.path.join(ws, "server/app"))
+            files = {
+                "server/app/a.cc": function("Fine", 78) + function("Long", 79)
+                + function("TooLong", 99),
+                "server/app/a_test.cc": function("Test", 500),
+                "server/app/b.h": "class B {\n" + function("Inline", 99, "  ")
+                + function("Listed", 120, "  ") + "};\n",
+            }
+            for name, text in files.items():
+                with open(os.path.join(ws, name), "w") as f:
+                    f.write(text)
+            rules = check_layering.load_rules(xml(
+                rule("//server/app:lib", srcs=["//server/app:a.cc",
+                                               "//server/app:b.h"]),
+                rule("//server/app:lib_test", kind="cc_test",
+                     srcs=["//server/app:a_test.cc"]),
+            ))
+            saved = check_layering.FUNCTION_EXCEPTIONS
+            check_layering.FUNCTION_EXCEPTIONS = {
+                "server/app/b.h:Listed": "a reason",
+                "server/app/a.cc:Gone": "split since",
+            }
+            try:
+                warnings = []
+                out = check_layering.check_function_lengths(rules, ws,
+                                                            warnings)
+            finally:
+                check_layering.FUNCTION_EXCEPTIONS = saved
+        self.assertEqual(warnings, [
+            "warning: server/app/a.cc:81: Long is 81 lines (aim for at most "
+            "80)"])
+        self.assertEqual(out, [
+            "server/app/a.cc:162: TooLong is 101 lines (product functions: "
+            "at most 100; split it, or list it in FUNCTION_EXCEPTIONS with "
+            "the reason)",
+            "server/app/b.h:2: Inline is 101 lines (product functions: at "
+            "most 100; split it, or list it in FUNCTION_EXCEPTIONS with the "
+            "reason)",
+            "FUNCTION_EXCEPTIONS lists server/app/a.cc:Gone, which is not "
+            "over 100 lines (any more): remove it",
+        ])
 
 
 if __name__ == "__main__":

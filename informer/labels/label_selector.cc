@@ -201,6 +201,13 @@ class Parser {
       req.values.emplace_back(value);
       return req;
     }
+    return ParseSetRequirement(key, std::move(req));
+  }
+
+  // The rest of `key in (v1, v2)` or `key notin (...)`: the operator and
+  // the value set (sorted, duplicates dropped).
+  absl::StatusOr<LabelSelector::Requirement> ParseSetRequirement(
+      absl::string_view key, LabelSelector::Requirement req) {
     const size_t op_pos = pos_;
     absl::string_view op = Word();
     if (op == "in") {

@@ -79,8 +79,8 @@ class ListerWatcher {
  public:
   virtual ~ListerWatcher() = default;
   // Errors carry the API server's meaning in their code: e.g. a 410 Expired
-  // is FAILED_PRECONDITION whose message starts with "410", see
-  // api_error.h once the API client exists.
+  // is FAILED_PRECONDITION whose message starts with "410" (see
+  // informer/object/api_error.h).
   virtual absl::StatusOr<ObjectList> List(const ListOptions& options) = 0;
   // List, also handing every item to `on_item`, in list order, as soon as
   // it is decoded: with a source that decodes while the response arrives,

@@ -268,7 +268,19 @@ void SidecarMetrics::AddWatchMetrics(std::vector<MetricDef>* defs) {
                    HubSample([](const WatchHub& h, std::vector<Sample>* o) {
                      o->push_back({{}, double(h.MaxPendingNow())});
                    })});
-  // What the histories and streams hold, per resource with a fan-out.
+  AddWatchMemoryMetrics(defs);
+  defs->push_back({"watch_queue_depth_peak",
+                   "The largest pending queue any Watch stream has held.",
+                   false,
+                   {},
+                   HubSample([](const WatchHub& h, std::vector<Sample>* o) {
+                     o->push_back({{}, double(h.peak_pending())});
+                   })});
+}
+
+// What the histories and streams hold, per resource with a fan-out.
+void SidecarMetrics::AddWatchMemoryMetrics(std::vector<MetricDef>* defs) {
+  using metrics::Sample;
   auto memory = [this](size_t WatchMemoryStats::*field) {
     return HubSample([field](const WatchHub& h, std::vector<Sample>* o) {
       for (const WatchMemoryStats& m : h.MemoryNow()) {
@@ -302,13 +314,6 @@ void SidecarMetrics::AddWatchMetrics(std::vector<MetricDef>* defs) {
                    false,
                    {"resource"},
                    memory(&WatchMemoryStats::inflight_bytes)});
-  defs->push_back({"watch_queue_depth_peak",
-                   "The largest pending queue any Watch stream has held.",
-                   false,
-                   {},
-                   HubSample([](const WatchHub& h, std::vector<Sample>* o) {
-                     o->push_back({{}, double(h.peak_pending())});
-                   })});
 }
 
 }  // namespace server

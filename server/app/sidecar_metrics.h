@@ -98,6 +98,8 @@ class SidecarMetrics {
   void AddListWatchMetrics(std::vector<MetricDef>* defs);
   // watch_*: the Watch streams and their fan-outs.
   void AddWatchMetrics(std::vector<MetricDef>* defs);
+  // The Watch histories' and streams' memory (part of AddWatchMetrics).
+  void AddWatchMemoryMetrics(std::vector<MetricDef>* defs);
   // A sample function running `read(hub, &samples)` on the attached
   // WatchHub (under mu_, shared); no samples when none is attached.
   template <typename Read>

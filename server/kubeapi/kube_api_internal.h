@@ -1,8 +1,11 @@
 #ifndef SERVER_KUBEAPI_KUBE_API_INTERNAL_H_
 #define SERVER_KUBEAPI_KUBE_API_INTERNAL_H_
 
-// KubeApiServer's private structures, shared by kube_api_server.cc (HTTP,
-// routing, lists, gets) and kube_api_watch.cc (watches). Not an API.
+// KubeApiServer's private structures, shared by the files that implement
+// it: kube_api_server.cc (HTTP, routing, discovery, gets), kube_api_list.cc
+// (lists, and lists parked until the cache reaches a resourceVersion),
+// kube_api_watch.cc (watches) and kube_api_lazy.cc (lazily started
+// informers). Not an API.
 
 #include <cstdint>
 #include <map>
@@ -87,6 +90,7 @@ struct KubeApiServer::Parked {
   std::shared_ptr<LazyStart> lazy;
 };
 
+// One watch request, its events streamed to the client as they come.
 struct KubeApiServer::Watcher {
   KubeApiServer* server = nullptr;
   evhttp_request* req = nullptr;
