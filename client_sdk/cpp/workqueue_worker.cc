@@ -159,9 +159,9 @@ absl::Status WorkQueueWorker::RunStream(
     ok = stream->Write(next);
   }
   stream->WritesDone();
-  // The reader ends when the stream does: Stop cancels it; a broken stream
-  // ends by itself; a stream whose writes failed is cancelled here.
-  if (!ok) ctx.TryCancel();
+  // The reader ends when the stream does: Stop cancels it, and a stream a
+  // write failed on is over already (cancelling it here would hide the
+  // sidecar's status behind CANCELLED).
   reader.join();
   grpc::Status status = stream->Finish();
   absl::MutexLock lock(&mu_);
