@@ -84,8 +84,8 @@ absl::StatusOr<HandlerRegistration*> SharedIndexInformer::AddEventHandler(
   lo.resync_period = period;
   auto listener = std::make_unique<ProcessorListener>(handler, lo, clock_);
   ProcessorListener* l = listener.get();
-  registrations_.push_back(absl::WrapUnique(
-      new HandlerRegistration(this, std::move(listener))));
+  registrations_.push_back(
+      absl::WrapUnique(new HandlerRegistration(this, std::move(listener))));
   HandlerRegistration* reg = registrations_.back().get();
   if (started_) {
     // Catch the late handler up with the cache as it is now; every later
@@ -225,8 +225,8 @@ void SharedIndexInformer::Stop() {
 // finds the FIFO empty is handled by the reflector's thread in the same
 // critical section that queued it (DeltaFIFO::Options::process_when_idle):
 // what this loop would have done next, minus the wake-up (a futex wake and
-// two context switches per event: at 2,500 events/s the two threads took
-// 26% of a core with it, 17% without). HandleDeltas never blocks (queued
+// two context switches per event; what it costs: docs/benchmarks.md,
+// section 'Fan-out'). HandleDeltas never blocks (queued
 // handlers get a queue entry, inline ones must not block), so the
 // reflector's reading is delayed only by the work itself. client-go has no
 // such seam: its reflector and processLoop are goroutines, whose hand-off
@@ -338,9 +338,9 @@ std::unique_ptr<ListStage> SharedIndexInformer::BeginListStage() {
       });
 }
 
-bool SharedIndexInformer::CommitStagedList(
-    Indexer* staged, const std::vector<ObjectPtr>& items,
-    absl::string_view resource_version) {
+bool SharedIndexInformer::CommitStagedList(Indexer* staged,
+                                           const std::vector<ObjectPtr>& items,
+                                           absl::string_view resource_version) {
   // Under the FIFO's lock and then handle_mu_, as a pop's HandleDeltas:
   // no pop, resync or handler registration runs in between, so a handler
   // added meanwhile gets either the adopted cache or these adds, never

@@ -8,10 +8,9 @@ namespace server {
 // pages only there, not in per-thread arenas).
 //
 // Why: a cache is hundreds of MB of small objects allocated in a burst at
-// sync. With 4 KiB pages every first touch is a page fault, ~10 us each on
-// the VMs we measured, which made faults alone cost more than the whole
-// download; with huge pages the initial sync of 100k Pods took 45% less
-// time and the Watch fan-out ~20% less CPU (docs/benchmarks.md).
+// sync. With 4 KiB pages every first touch is a page fault, which on
+// virtual machines costs more than the download itself; see
+// docs/benchmarks.md, section 'Initial sync'.
 inline constexpr char kMallocTunables[] =
     "glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1";
 
@@ -35,7 +34,8 @@ void ReexecWithMallocTunables(char** argv);
 // Why: an initial sync allocates and frees hundreds of MB of short-lived
 // memory (list buffers, decoder state, the DeltaFIFO's queue of the whole
 // list) interleaved with the objects that stay cached. glibc keeps the freed
-// holes mapped, so RSS after a sync was ~25% above the memory in use. Call it
+// holes mapped, so RSS after a sync stays well above the memory in use (see
+// docs/benchmarks.md, section 'Memory per cached object'). Call it
 // once after the caches synced; it takes a few ms per hundred MB of heap and
 // holds the arena's lock meanwhile. Returns true if memory was released.
 bool ReleaseFreeHeapMemory();

@@ -22,11 +22,11 @@
 #include "absl/time/time.h"
 #include "informer/util/clock.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/registry/informer_registry.h"
 #include "server/informer_service/watch/watch_fanout.h"
 #include "server/informer_service/watch/watch_options.h"
 #include "server/informer_service/watch/watch_response_builder.h"
 #include "server/informer_service/watch/watch_stream_host.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 
@@ -210,8 +210,8 @@ class WatchHub : private WatchStreamHost {
   // mu_, and on cache lines of their own by writer: the informer's
   // distribution thread queues events (queued_, peak_pending_) while
   // gRPC's threads count writes (events_out_). Sharing a line, each write
-  // took the line from the other core (a profile at 250k deliveries/s
-  // showed 4% of the sidecar's CPU on the one load after queued_'s add).
+  // took the line from the other core (seen in a profile at 250k
+  // deliveries/s; see docs/benchmarks.md, section 'Fan-out').
   alignas(64) std::atomic<uint64_t> queued_{0};
   std::atomic<size_t> peak_pending_{0};
   alignas(64) std::array<std::atomic<uint64_t>, 8> events_out_{};

@@ -9,8 +9,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "server/rpc/grpc_conversions.h"
 #include "server/informer_service/watch/watch_history.h"
+#include "server/rpc/grpc_conversions.h"
 
 namespace server {
 
@@ -26,8 +26,8 @@ constexpr size_t kKeepPending = 256;
 WatchStreamReactor::WatchStreamReactor(
     WatchStreamHost* host, std::shared_ptr<WatchStreamOwner> owner,
     std::string resource, std::shared_ptr<const WatchFilter> filter,
-    v1::Encoding encoding,
-    bool send_old, absl::Duration resync_period, WatchStart start)
+    v1::Encoding encoding, bool send_old, absl::Duration resync_period,
+    WatchStart start)
     : host_(host),
       options_(host->options()),
       owner_(std::move(owner)),
@@ -64,8 +64,7 @@ void WatchStreamReactor::StartLocked(const ResumeTokenEncoder* tokens,
     p.initial = true;
     PushLocked(std::move(p));
   }
-  PushLocked(
-      PendingEvent::Marker(v1::EVENT_TYPE_INITIAL_STATE_DONE, seq, rv));
+  PushLocked(PendingEvent::Marker(v1::EVENT_TYPE_INITIAL_STATE_DONE, seq, rv));
   host_->NotePending(objs.size() + (reset ? 2 : 1), pending_.size());
   // Markers and initial events never coalesce, whatever their number.
   marker_end_ = pending_.size();
@@ -81,8 +80,7 @@ void WatchStreamReactor::ResumeLocked(const ResumeTokenEncoder* tokens,
   ScheduleResyncLocked();
 }
 
-size_t WatchStreamReactor::Apply(const EventPtr& ev,
-                                 FilterVerdicts* verdicts) {
+size_t WatchStreamReactor::Apply(const EventPtr& ev, FilterVerdicts* verdicts) {
   absl::MutexLock lock(&mu_);
   if (ended_) return 0;
   applied_seq_ = ev->seq();
@@ -99,8 +97,7 @@ size_t WatchStreamReactor::Apply(const EventPtr& ev,
   // Built in place: this runs for every stream and every event.
   PendingEvent& p = EmplaceLocked();
   p.seq = ev->seq();
-  if (held_before == (ev->prev() != nullptr) &&
-      held_after == !ev->deleted()) {
+  if (held_before == (ev->prev() != nullptr) && held_after == !ev->deleted()) {
     p.ev = ev;  // as is: shared bytes
   } else if (held_after) {
     // Entered the filter.
@@ -262,8 +259,7 @@ void WatchStreamReactor::CompactLocked() {
   tail_coalesced_ = true;
   VLOG(1) << "watch stream on " << resource_ << ": coalesced " << before
           << " pending events to " << pending_.size();
-  host_->NoteCoalesced(before > pending_.size() ? before - pending_.size()
-                                                : 0);
+  host_->NoteCoalesced(before > pending_.size() ? before - pending_.size() : 0);
   if (coalesced.distinct_keys > options_.max_pending_keys) {
     host_->NoteExhausted();
     EndLocked(absl::ResourceExhaustedError(absl::StrCat(
@@ -284,7 +280,7 @@ bool WatchStreamReactor::DeferLocked() {
   // the rate estimate are not free. (Writing such a stream from the event
   // that finds its window over, as soon as it is, was measured: the
   // dispatching thread then writes, and the events behind it wait; the
-  // median latency rose.)
+  // median latency rose: see docs/benchmarks.md, section 'Fan-out'.)
   if (deferred_) return true;
   const absl::Time now = host_->clock()->Now();
   if (now >= last_write_ + window || !host_->Batching(now)) return false;
