@@ -57,6 +57,7 @@ class Call:
         self.cond = threading.Condition()
         self.requests = []  # LeaseRequests received so far
         self.requests_closed = False
+        self.finished = threading.Event()  # the handler returned
 
     def add_request(self, req) -> None:
         with self.cond:
@@ -78,6 +79,7 @@ class Player:
         self.arrivals: "queue.Queue[Call]" = queue.Queue()
         self.current = None
         self.last_end = None  # when the server last ended a call
+        self.last_ended = None  # that call
         self.server = None
         self.port = 0
 
@@ -86,16 +88,19 @@ class Player:
     def serve(self, call: Call, context):
         context.add_callback(lambda: call.outbox.put(("cancelled",)))
         self.arrivals.put(call)
-        while True:
-            item = call.outbox.get()
-            if item[0] == "send":
-                yield item[1]
-            elif item[0] == "end":
-                context.set_code(getattr(grpc.StatusCode, item[1]))
-                context.set_details(item[2])
-                return
-            else:  # cancelled by the client, or the server goes down
-                return
+        try:
+            while True:
+                item = call.outbox.get()
+                if item[0] == "send":
+                    yield item[1]
+                elif item[0] == "end":
+                    context.set_code(getattr(grpc.StatusCode, item[1]))
+                    context.set_details(item[2])
+                    return
+                else:  # cancelled by the client, or the server goes down
+                    return
+        finally:
+            call.finished.set()
 
     # ----- the server -----
 
@@ -113,9 +118,13 @@ class Player:
         self.server = server
 
     def stop_server(self) -> None:
+        # A grace period, so that a call the scenario just ended gets its
+        # status out before the listener goes (with none, the client may see
+        # the connection reset instead: INTERNAL); calls that arrive meanwhile
+        # are refused (CANCELLED), calls still open after it cancelled.
         server, self.server = self.server, None
         if server is not None:
-            server.stop(grace=0).wait(self.timeout)
+            server.stop(grace=self.timeout / 4).wait(self.timeout)
 
     # ----- steps -----
 
@@ -179,6 +188,7 @@ class Player:
         call = self.need_current({"end": what})
         call.outbox.put(("end", what["code"], what.get("message", "")))
         self.last_end = time.monotonic()
+        self.last_ended = call
         self.current = None
 
     def step_await_requests(self, want: dict) -> None:
@@ -210,6 +220,9 @@ class Player:
 
     def step_server(self, what: str) -> None:
         if what == "down":
+            # The call the scenario just ended first gets its status out.
+            if self.last_ended is not None:
+                self.last_ended.finished.wait(self.timeout)
             self.stop_server()
             self.last_end = time.monotonic()
         elif what == "up":
@@ -359,12 +372,18 @@ def lease_response(what: dict):
 # ----- comparison -----
 
 
+def _item_regex(w: str) -> str:
+    # ANY: any code that is not final (a restart's refused connections may
+    # say UNAVAILABLE or CANCELLED, as gRPC reports them).
+    return "[A-Z_]+" if w == "ANY" else re.escape(w)
+
+
 def _pattern_match(want: list, got: list) -> bool:
     """`want` items match `got` in order; an item ending in "+" matches one
-    or more equal items in a row."""
+    or more matching items in a row; "ANY" matches any non-final code."""
     regex = "".join(
-        f"(?:{re.escape(w[:-1])}\n)+" if w.endswith("+") else
-        f"{re.escape(w)}\n" for w in want)
+        f"(?:{_item_regex(w[:-1])}\n)+" if w.endswith("+") else
+        f"{_item_regex(w)}\n" for w in want)
     return re.fullmatch(regex, "".join(f"{g}\n" for g in got)) is not None
 
 
