@@ -334,6 +334,9 @@ class ControlPlane:
             # No Endpoints for the `kubernetes` Service: loopback addresses
             # are invalid there, and nothing in the tests needs them.
             "--endpoint-reconciler-type=none",
+            # Open watches end within 1 s of SIGTERM; by default the server
+            # waits for them up to its 60 s request timeout.
+            "--shutdown-watch-termination-grace-period=1s",
             # Compaction only when a test asks for it (compact_etcd).
             "--etcd-compaction-interval=0",
             "--profiling=false",
