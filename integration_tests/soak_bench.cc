@@ -1,0 +1,512 @@
+// A soak under faults: the real informer_sidecar against the kube_emulator
+// binary for --duration (30 minutes by default), with steady churn and the
+// faults an informer meets in production, checking at every checkpoint
+// that nothing was lost and nothing grows. Run by hand, not in CI:
+//
+//   bazel build -c opt //integration_tests:soak_bench
+//   bazel-bin/integration_tests/soak_bench [--duration=5m]
+//
+// Churn: --churn_per_s changes a second (updates, and deletes followed by
+// re-creates under the same name) over --objects ConfigMaps.
+// Faults, each on its own period: cut watches (dropped connections),
+// stalled watches held for --stall_for (stuck connections; the sidecar's
+// idle timeout must notice), etcd compactions, API server restarts (new
+// watch window: re-watches after a compaction get 410 and relist).
+// Consumers: three gRPC Watch streams, each keeping a mirror (key ->
+// resourceVersion) and resuming with its last resume token whenever its
+// stream ends: one reads at once, one slowly (--slow_delay per message),
+// one stalls between checkpoints (reads nothing until the checkpoint).
+// Checkpoint, every --checkpoint_every: churn and faults pause; then,
+// polling with a deadline, the sidecar's cache (gRPC List) must equal the
+// emulator's state object by object (key and resourceVersion), and so
+// must every consumer's mirror. Reported per checkpoint: faults so far,
+// relists (the sidecar's "relisting" log lines; at most one per
+// compaction or restart is forced), the time the cache took to catch up
+// (cache staleness) and the consumers, VmRSS and thread count.
+
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "informer/object/object.h"
+#include "integration_tests/emulator_process.h"
+#include "integration_tests/sidecar_process.h"
+#include "proto/informer/v1/informer.grpc.pb.h"
+
+ABSL_FLAG(absl::Duration, duration, absl::Minutes(30), "How long to soak.");
+ABSL_FLAG(absl::Duration, checkpoint_every, absl::Minutes(2),
+          "Time between checkpoints.");
+ABSL_FLAG(int, objects, 2000, "ConfigMaps churned.");
+ABSL_FLAG(int, churn_per_s, 50, "Changes per second.");
+ABSL_FLAG(absl::Duration, cut_every, absl::Seconds(45),
+          "Period of dropped watch connections.");
+ABSL_FLAG(absl::Duration, stall_every, absl::Minutes(7),
+          "Period of stuck watch connections.");
+ABSL_FLAG(absl::Duration, stall_for, absl::Seconds(90),
+          "How long a stuck connection stays stuck (then it resumes).");
+ABSL_FLAG(absl::Duration, compact_every, absl::Minutes(2),
+          "Period of etcd compactions.");
+ABSL_FLAG(absl::Duration, restart_every, absl::Minutes(4),
+          "Period of API server restarts.");
+ABSL_FLAG(std::string, sidecar, "",
+          "An informer_sidecar binary to soak instead of this build's.");
+ABSL_FLAG(absl::Duration, slow_delay, absl::Milliseconds(20),
+          "The slow consumer's pause after each message.");
+
+namespace {
+
+namespace v1 = ::informer::v1;
+using Mirror = std::map<std::string, std::string>;  // key -> resourceVersion
+constexpr char kNamespace[] = "soak";
+
+std::string Name(int i) { return absl::StrCat("cm-", i); }
+
+std::string ConfigMapJson(int i, int gen) {
+  return absl::StrCat(
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", Name(i),
+      R"(","namespace":")", kNamespace, R"("},"data":{"gen":")", gen,
+      R"(","payload":")", std::string(512, 'x'), R"("}})");
+}
+
+class Emulator {
+ public:
+  explicit Emulator(int port) : port_(port) {}
+  bool Post(const std::string& path, const std::string& body) {
+    httplib::Client cli("127.0.0.1", port_);
+    auto res = cli.Post(path.c_str(), body, "application/json");
+    return res && (res->status == 200 || res->status == 201);
+  }
+  bool Control(const std::string& op) {
+    return Post(absl::StrCat("/_emulator/", op, "?resource=configmaps"), "");
+  }
+  std::string Collection() const {
+    return absl::StrCat("/api/v1/namespaces/", kNamespace, "/configmaps");
+  }
+  // The emulator's state of the namespace: key -> resourceVersion.
+  absl::StatusOr<Mirror> State() {
+    httplib::Client cli("127.0.0.1", port_);
+    auto res = cli.Get("/_emulator/state?resource=configmaps");
+    if (!res || res->status != 200) {
+      return absl::UnavailableError("emulator state");
+    }
+    Mirror m;
+    const std::string key_tag = "{\"key\":\"";
+    const std::string rv_tag = "\",\"resourceVersion\":\"";
+    const std::string& b = res->body;
+    for (size_t at = b.find(key_tag); at != std::string::npos;
+         at = b.find(key_tag, at + 1)) {
+      const size_t k = at + key_tag.size();
+      const size_t rv = b.find(rv_tag, k);
+      const size_t end = b.find('"', rv + rv_tag.size());
+      if (rv == std::string::npos || end == std::string::npos) break;
+      std::string key = b.substr(k, rv - k);
+      if (!absl::StartsWith(key, absl::StrCat(kNamespace, "/"))) continue;
+      m[key] = b.substr(rv + rv_tag.size(), end - rv - rv_tag.size());
+    }
+    return m;
+  }
+
+ private:
+  const int port_;
+};
+
+// The key and resourceVersion of an object's JSON.
+bool KeyRv(const v1::Object& o, std::string* key, std::string* rv) {
+  absl::StatusOr<informer::ObjectPtr> obj = informer::Object::Parse(o.json());
+  if (!obj.ok()) return false;
+  *key = (*obj)->Key();
+  *rv = std::string((*obj)->resource_version());
+  return true;
+}
+
+// One Watch consumer keeping a mirror; resumes with its last token.
+class Consumer {
+ public:
+  enum class Mode { kPrompt, kSlow, kStalling };
+  Consumer(std::string name, std::shared_ptr<grpc::Channel> channel, Mode mode)
+      : name_(std::move(name)),
+        stub_(v1::Informer::NewStub(std::move(channel))),
+        mode_(mode) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Consumer() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+      if (ctx_ != nullptr) ctx_->TryCancel();
+    }
+    thread_.join();
+  }
+  const std::string& name() const { return name_; }
+  // The stalling consumer reads only while open.
+  void SetOpen(bool open) {
+    absl::MutexLock lock(&mu_);
+    open_ = open;
+  }
+  Mirror mirror() {
+    absl::MutexLock lock(&mu_);
+    return mirror_;
+  }
+  int reconnects() {
+    absl::MutexLock lock(&mu_);
+    return reconnects_;
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      grpc::ClientContext ctx;
+      v1::WatchRequest req;
+      req.set_resource("configmaps");
+      req.set_namespace_(kNamespace);
+      {
+        absl::MutexLock lock(&mu_);
+        if (stop_) return;
+        ctx_ = &ctx;
+        req.set_resume_token(token_);
+      }
+      std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+          stub_->Watch(&ctx, req);
+      v1::WatchResponse resp;
+      for (;;) {
+        if (mode_ == Mode::kStalling) {
+          absl::MutexLock lock(&mu_);
+          auto go = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return open_ || stop_;
+          };
+          mu_.Await(absl::Condition(&go));
+        }
+        if (!reader->Read(&resp)) break;
+        Apply(resp);
+        // The slow consumer's deliberate pace (the fault), not a wait.
+        if (mode_ == Mode::kSlow)
+          absl::SleepFor(absl::GetFlag(FLAGS_slow_delay));
+      }
+      reader->Finish();
+      absl::MutexLock lock(&mu_);
+      ctx_ = nullptr;
+      if (stop_) return;
+      ++reconnects_;
+    }
+  }
+
+  void Apply(const v1::WatchResponse& resp) {
+    absl::MutexLock lock(&mu_);
+    for (const v1::Event& e : resp.events()) {
+      std::string key, rv;
+      switch (e.type()) {
+        case v1::EVENT_TYPE_RESET:
+          mirror_.clear();
+          break;
+        case v1::EVENT_TYPE_ADDED:
+        case v1::EVENT_TYPE_MODIFIED:
+          if (KeyRv(e.object(), &key, &rv)) mirror_[key] = rv;
+          break;
+        case v1::EVENT_TYPE_DELETED:
+          if (KeyRv(e.object(), &key, &rv)) mirror_.erase(key);
+          break;
+        default:
+          break;
+      }
+      if (!e.resume_token().empty()) token_ = e.resume_token();
+    }
+  }
+
+  const std::string name_;
+  std::unique_ptr<v1::Informer::Stub> stub_;
+  const Mode mode_;
+  absl::Mutex mu_;
+  grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  Mirror mirror_ ABSL_GUARDED_BY(mu_);
+  int reconnects_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+// The sidecar's cache of the namespace, through gRPC List.
+absl::StatusOr<Mirror> SidecarCache(v1::Informer::Stub* stub) {
+  Mirror m;
+  std::string token;
+  do {
+    grpc::ClientContext ctx;
+    v1::ListRequest req;
+    req.set_resource("configmaps");
+    req.set_namespace_(kNamespace);
+    req.set_limit(5000);
+    req.set_continue_token(token);
+    v1::ListResponse resp;
+    grpc::Status st = stub->List(&ctx, req, &resp);
+    if (!st.ok()) return absl::UnavailableError(st.error_message());
+    for (const v1::Object& o : resp.objects()) {
+      std::string key, rv;
+      if (KeyRv(o, &key, &rv)) m[key] = rv;
+    }
+    token = resp.continue_token();
+  } while (!token.empty());
+  return m;
+}
+
+double StatusValue(pid_t pid, const std::string& field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, field + ":")) continue;
+    std::vector<std::string> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    double v = 0;
+    if (f.size() >= 2 && absl::SimpleAtod(f[1], &v)) return v;
+  }
+  return 0;
+}
+
+int CountLines(const std::string& file, const std::string& needle) {
+  std::ifstream in(file);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) n += absl::StrContains(line, needle) ? 1 : 0;
+  return n;
+}
+
+// Churn and faults, paused while `gate` is held by a checkpoint.
+struct Load {
+  Emulator* emu;
+  int objects;
+  absl::Mutex gate;
+  std::atomic<bool> done{false};
+  std::atomic<int> changes{0}, cuts{0}, stalls{0}, compactions{0}, restarts{0};
+
+  void Churn() {
+    std::mt19937 rng(7);
+    int gen = 0;
+    const absl::Duration tick =
+        absl::Seconds(1) / std::max(1, absl::GetFlag(FLAGS_churn_per_s));
+    absl::Time next = absl::Now();
+    while (!done.load()) {
+      {
+        absl::MutexLock lock(&gate);
+        const int i = static_cast<int>(rng() % objects);
+        const std::string path = absl::StrCat(emu->Collection(), "/", Name(i));
+        httplib::Client c("127.0.0.1", Port());
+        if (rng() % 10 == 0) {
+          // Deleted and created again under the same name (a new uid).
+          c.Delete(path.c_str());
+          emu->Post(emu->Collection(), ConfigMapJson(i, ++gen));
+        } else {
+          c.Patch(path.c_str(),
+                  absl::StrCat(R"({"data":{"gen":")", ++gen, R"("}})"),
+                  "application/merge-patch+json");
+        }
+        changes.fetch_add(1);
+      }
+      // The churn's pace (the load), not a wait for a condition.
+      next += tick;
+      absl::SleepFor(next - absl::Now());  // NOLINT
+    }
+  }
+
+  void Faults() {
+    const absl::Time start = absl::Now();
+    absl::Time cut = start + absl::GetFlag(FLAGS_cut_every);
+    absl::Time stall = start + absl::GetFlag(FLAGS_stall_every);
+    absl::Time compact = start + absl::GetFlag(FLAGS_compact_every);
+    absl::Time restart = start + absl::GetFlag(FLAGS_restart_every);
+    while (!done.load()) {
+      const absl::Time now = absl::Now();
+      absl::MutexLock lock(&gate);
+      if (now >= cut) {
+        emu->Control("cut_watches");
+        cuts.fetch_add(1);
+        cut += absl::GetFlag(FLAGS_cut_every);
+      }
+      if (now >= compact) {
+        emu->Control("compact");
+        compactions.fetch_add(1);
+        compact += absl::GetFlag(FLAGS_compact_every);
+      }
+      if (now >= restart) {
+        emu->Control("restart");
+        restarts.fetch_add(1);
+        restart += absl::GetFlag(FLAGS_restart_every);
+      }
+      if (now >= stall) {
+        emu->Control("stall_watches");
+        stalls.fetch_add(1);
+        stall += absl::GetFlag(FLAGS_stall_every);
+        // Stuck for a while (churn goes on meanwhile), then flowing again.
+        gate.Unlock();
+        absl::SleepFor(absl::GetFlag(FLAGS_stall_for));  // the fault itself
+        gate.Lock();
+        emu->Control("resume_watches");
+      }
+      gate.Unlock();
+      absl::SleepFor(absl::Milliseconds(200));  // the faults' clock
+      gate.Lock();
+    }
+  }
+
+  int port = 0;
+  int Port() const { return port; }
+};
+
+int Run(const char* argv0) {
+  absl::StatusOr<std::string> emu_bin =
+      integration::FindRunfile("emulator/kube_emulator", argv0);
+  absl::StatusOr<std::string> sidecar_bin =
+      integration::FindRunfile("server/informer_sidecar", argv0);
+  if (!absl::GetFlag(FLAGS_sidecar).empty()) {
+    sidecar_bin = absl::GetFlag(FLAGS_sidecar);
+  }
+  if (!emu_bin.ok() || !sidecar_bin.ok()) return 1;
+  char dir[] = "/tmp/soak_bench_XXXXXX";
+  if (mkdtemp(dir) == nullptr) return 1;
+  absl::StatusOr<std::unique_ptr<integration::EmulatorProcess>> emu_proc =
+      integration::EmulatorProcess::Start(*emu_bin, {}, /*quiet=*/true);
+  if (!emu_proc.ok()) return 1;
+  Emulator emu((*emu_proc)->port());
+  const int n = absl::GetFlag(FLAGS_objects);
+  emu.Post("/api/v1/namespaces",
+           absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)"
+                        R"("metadata":{"name":")",
+                        kNamespace, R"("}})"));
+  for (int i = 0; i < n; ++i) emu.Post(emu.Collection(), ConfigMapJson(i, 0));
+  absl::StatusOr<std::string> kubeconfig =
+      integration::WriteKubeconfig(dir, (*emu_proc)->url());
+  if (!kubeconfig.ok()) return 1;
+  const std::string config = absl::StrCat(dir, "/config.yaml");
+  std::ofstream(config) << "resources:\n- resource: configmaps\n  namespace: "
+                        << kNamespace << "\n";
+  const std::string log = absl::StrCat(dir, "/sidecar.log");
+  integration::SidecarProcess::Options options;
+  options.flags = {"--kubeconfig=" + *kubeconfig, "--config=" + config,
+                   "--print_events=false", "--http_listen=127.0.0.1:0"};
+  options.stderr_file = log;
+  options.start_timeout = absl::Minutes(5);
+  absl::StatusOr<std::unique_ptr<integration::SidecarProcess>> sidecar =
+      integration::SidecarProcess::Start(*sidecar_bin, std::move(options));
+  if (!sidecar.ok()) return 1;
+  const pid_t pid = (*sidecar)->pid();
+  std::unique_ptr<v1::Informer::Stub> stub =
+      v1::Informer::NewStub((*sidecar)->NewChannel());
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  consumers.push_back(std::make_unique<Consumer>(
+      "prompt", (*sidecar)->NewChannel(), Consumer::Mode::kPrompt));
+  consumers.push_back(std::make_unique<Consumer>(
+      "slow", (*sidecar)->NewChannel(), Consumer::Mode::kSlow));
+  consumers.push_back(std::make_unique<Consumer>(
+      "stalled", (*sidecar)->NewChannel(), Consumer::Mode::kStalling));
+
+  Load load;
+  load.emu = &emu;
+  load.objects = n;
+  load.port = (*emu_proc)->port();
+  std::thread churn([&load] { load.Churn(); });
+  std::thread faults([&load] { load.Faults(); });
+
+  std::printf(
+      "| elapsed | changes | cuts | stalls | compactions | restarts | "
+      "relists | cache staleness | consumers caught up | cache = server | "
+      "mirrors = server | VmRSS | "
+      "threads |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+      "--- | --- | --- | --- |\n");
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + absl::GetFlag(FLAGS_duration);
+  double rss0 = 0, threads0 = 0, rss_dev = 0, threads_dev = 0;
+  absl::Duration max_stale;
+  int failures = 0;
+  for (absl::Time next = start + absl::GetFlag(FLAGS_checkpoint_every);
+       next <= end; next += absl::GetFlag(FLAGS_checkpoint_every)) {
+    absl::SleepFor(next - absl::Now());  // NOLINT: the soak's schedule
+    absl::MutexLock pause(&load.gate);
+    for (auto& c : consumers) c->SetOpen(true);
+    const absl::Time t0 = absl::Now();
+    absl::StatusOr<Mirror> truth = emu.State();
+    bool cache_ok = false;
+    int mirrors_ok = 0;
+    absl::Duration cache_stale = absl::InfiniteDuration();
+    // Polled with a deadline: the sidecar and the consumers catch up.
+    const absl::Time deadline = t0 + absl::Minutes(3);
+    while (truth.ok() && absl::Now() < deadline) {
+      absl::StatusOr<Mirror> cache = SidecarCache(stub.get());
+      cache_ok = cache.ok() && *cache == *truth;
+      if (cache_ok && cache_stale == absl::InfiniteDuration()) {
+        cache_stale = absl::Now() - t0;
+      }
+      mirrors_ok = 0;
+      for (auto& c : consumers) mirrors_ok += c->mirror() == *truth ? 1 : 0;
+      if (cache_ok && mirrors_ok == static_cast<int>(consumers.size())) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    const absl::Duration stale = absl::Now() - t0;
+    max_stale = std::max(max_stale, cache_stale);
+    for (auto& c : consumers) c->SetOpen(false);
+    const double rss = StatusValue(pid, "VmRSS") / 1024;
+    const double threads = StatusValue(pid, "Threads");
+    if (rss0 == 0) {
+      rss0 = rss;
+      threads0 = threads;
+    }
+    rss_dev = std::max(rss_dev, std::abs(rss / rss0 - 1));
+    threads_dev = std::max(threads_dev, std::abs(threads / threads0 - 1));
+    if (!cache_ok || mirrors_ok != static_cast<int>(consumers.size())) {
+      ++failures;
+    }
+    std::printf(
+        "| %.0f min | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s | %s | "
+        "%d/%zu | "
+        "%.1f MB | %.0f |\n",
+        absl::ToDoubleMinutes(absl::Now() - start), load.changes.load(),
+        load.cuts.load(), load.stalls.load(), load.compactions.load(),
+        load.restarts.load(), CountLines(log, "configmaps: relisting"),
+        absl::ToDoubleSeconds(cache_stale), absl::ToDoubleSeconds(stale),
+        cache_ok ? "yes" : "NO", mirrors_ok, consumers.size(), rss, threads);
+    std::fflush(stdout);
+  }
+  load.done.store(true);
+  churn.join();
+  faults.join();
+  std::printf(
+      "\nmax cache staleness %.2f s; RSS within %.1f%% and threads within "
+      "%.1f%% "
+      "of the first checkpoint; relists %d for %d compactions + %d "
+      "restarts; consumer reconnects:",
+      absl::ToDoubleSeconds(max_stale), rss_dev * 100, threads_dev * 100,
+      CountLines(log, "configmaps: relisting"), load.compactions.load(),
+      load.restarts.load());
+  for (auto& c : consumers) {
+    std::printf(" %s %d", c->name().c_str(), c->reconnects());
+  }
+  std::printf("; checkpoints failed: %d\n", failures);
+  consumers.clear();
+  (*sidecar)->Terminate();
+  return failures == 0 ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return Run(argv[0]);
+}
