@@ -16,8 +16,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "glog/logging.h"
-#include "httplib.h"
 #include "emulator/api_status.h"
 #include "emulator/emulator_http.h"
 #include "emulator/gzip_encoder.h"
@@ -25,6 +23,8 @@
 #include "emulator/patch.h"
 #include "emulator/selector.h"
 #include "emulator/tls_certs.h"
+#include "glog/logging.h"
+#include "httplib.h"
 
 namespace emulator {
 
@@ -70,7 +70,6 @@ class Emulator::StreamQueue : public httplib::TaskQueue {
   absl::Mutex mu_;
   std::list<Entry> threads_ ABSL_GUARDED_BY(mu_);
 };
-
 
 namespace {
 
@@ -260,6 +259,8 @@ absl::Status Emulator::Serve() {
 
 void Emulator::Stop() {
   if (stopping_.exchange(true)) return;
+  // Stalled lists hold their connection threads: release them first.
+  list_stalls_.Shutdown();
   if (churner_ != nullptr) churner_->Stop();
   store_->CloseAllWatchers();
   if (server_ != nullptr) server_->stop();
@@ -276,6 +277,27 @@ void Emulator::StallWatches(const ResourceInfo* resource) {
   store_->ForEachWatcher(resource, [](Watcher& w) {
     w.Update([](Watcher::Directives& d) { d.stalled = true; });
   });
+}
+
+void Emulator::StallLists(const ResourceInfo* resource) {
+  list_stalls_.Stall(resource);
+}
+
+void Emulator::ResumeLists() { list_stalls_.Resume(); }
+
+void Emulator::ServeStalledList(std::string body, int64_t stall,
+                                httplib::Response& res) {
+  auto shared = std::make_shared<std::string>(std::move(body));
+  ListStalls* stalls = &list_stalls_;
+  res.set_chunked_content_provider(
+      "application/json",
+      [shared, stall, stalls](size_t, httplib::DataSink& sink) {
+        // Half the body, then silence until the stall ends; then the
+        // connection drops (the answer can no longer be completed).
+        if (!sink.write(shared->data(), shared->size() / 2)) return false;
+        stalls->AwaitResume(stall);
+        return false;
+      });
 }
 
 void Emulator::ResumeWatches(const ResourceInfo* resource) {
@@ -344,8 +366,13 @@ namespace {
 
 ApiStatus FailureStatus(const EmulatorHooks::Failure& f) {
   if (f.code == 429) return TooManyRequestsStatus(f.retry_after_seconds);
+  // A 410 reads as the API server's: Expired, too old resource version.
+  if (f.code == 410) {
+    return ExpiredStatus("injected fault: too old resource version");
+  }
   ApiStatus st = InternalErrorStatus("injected fault");
   st.code = f.code;
+  st.retry_after_seconds = f.retry_after_seconds;
   return st;
 }
 
@@ -435,8 +462,7 @@ bool Emulator::ParseRoute(const std::vector<absl::string_view>& seg,
   if (s.size() == 3) {
     route->subresource = std::string(s[2]);
     const auto& subs = route->resource->subresources;
-    if (std::find(subs.begin(), subs.end(), route->subresource) ==
-        subs.end()) {
+    if (std::find(subs.begin(), subs.end(), route->subresource) == subs.end()) {
       return false;
     }
   }
@@ -505,8 +531,7 @@ void Emulator::Handle(const httplib::Request& req, bool gzip,
     return ReplyStatus(res, ForbiddenStatus(who->user, verb, *route.resource,
                                             route.ns, route.name));
   }
-  if (auto f = InjectedFailure(verb, route.resource->resource);
-      f.has_value()) {
+  if (auto f = InjectedFailure(verb, route.resource->resource); f.has_value()) {
     return ReplyStatus(res, FailureStatus(*f));
   }
   if (verb == "get") {
@@ -564,7 +589,8 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
     pacer = std::make_shared<Pacer>(options_.serve_bytes_per_sec,
                                     kPaceBurstBytes, options_.clock);
   }
-  if (total <= kListInlineLimit) {
+  const absl::optional<int64_t> stall = list_stalls_.Check(r);
+  if (total <= kListInlineLimit || stall.has_value()) {
     std::string body = std::move(header);
     body.reserve(total);
     for (size_t i = 0; i < shared->items.size(); ++i) {
@@ -572,6 +598,9 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
       AppendItem(body, *shared->items[i], md);
     }
     body += "]}";
+    if (stall.has_value()) {
+      return ServeStalledList(std::move(body), *stall, res);
+    }
     if (pacer != nullptr) pacer->Take(body.size());
     res.set_content(body, "application/json");
     return;
@@ -588,9 +617,8 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
     SetGzipHeaders(res);
   }
   res.set_chunked_content_provider(
-      "application/json",
-      [shared, next, head, md, encoder, pacer](size_t,
-                                               httplib::DataSink& sink) {
+      "application/json", [shared, next, head, md, encoder, pacer](
+                              size_t, httplib::DataSink& sink) {
         std::string chunk;
         chunk.reserve(kListChunkBytes + 16384);
         if (*next == 0) chunk.append(*head);

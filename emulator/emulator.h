@@ -7,18 +7,18 @@
 #include <thread>
 #include <vector>
 
-#include "absl/types/optional.h"
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
-#include "emulator/emulator_hooks.h"
+#include "absl/types/optional.h"
 #include "emulator/api_status.h"
+#include "emulator/emulator_hooks.h"
+#include "emulator/list_stall.h"
 #include "emulator/object_store.h"
 #include "emulator/resource_registry.h"
 #include "emulator/seed.h"
+#include "informer/util/clock.h"
 
 namespace httplib {
 class Server;
@@ -66,9 +66,9 @@ struct EmulatorOptions {
   // body; gzip (when asked) costs its own CPU on top, as on the server.
   double serve_bytes_per_sec = 0;
 
-  int seed_pods = 0;  // SeedPods(...) at Start()
+  int seed_pods = 0;        // SeedPods(...) at Start()
   int seed_configmaps = 0;  // SeedConfigMaps(...) at Start()
-  bool demo = false;  // SeedDemo(...) at Start()
+  bool demo = false;        // SeedDemo(...) at Start()
   // With demo: churn interval (zero: no churn).
   absl::Duration churn_interval = absl::ZeroDuration();
 
@@ -125,6 +125,11 @@ class Emulator {
   // ResumeWatches; the connection stays open.
   void StallWatches(const ResourceInfo* resource);
   void ResumeWatches(const ResourceInfo* resource);
+  // Stall lists: lists of `resource` (null: all) started from now on send
+  // half their body, then nothing, the connection held open, until
+  // ResumeLists (also clear_faults; the connection is then dropped).
+  void StallLists(const ResourceInfo* resource);
+  void ResumeLists();
   // One line of invalid JSON is written on each stream.
   void InjectMalformedEvent(const ResourceInfo* resource);
   // Creates a ConfigMap whose data makes its JSON larger than `bytes`.
@@ -179,8 +184,8 @@ class Emulator {
   bool ServeDiscovery(const std::vector<absl::string_view>& seg, bool is_get,
                       ApiPath* api, httplib::Response& res);
   // False: no such resource (404).
-  bool ParseRoute(const std::vector<absl::string_view>& seg,
-                  const ApiPath& api, Route* route) const;
+  bool ParseRoute(const std::vector<absl::string_view>& seg, const ApiPath& api,
+                  Route* route) const;
   // The hooks' answers, first one wins.
   absl::optional<EmulatorHooks::Failure> InjectedFailure(
       absl::string_view verb, absl::string_view resource);
@@ -196,6 +201,9 @@ class Emulator {
                         const httplib::Request& req, httplib::Response& res);
   void HandleList(const Route& route, const httplib::Request& req, bool gzip,
                   httplib::Response& res);
+  // Serves `body` as a list stalled mid-body (see StallLists).
+  void ServeStalledList(std::string body, int64_t stall,
+                        httplib::Response& res);
   void HandleWatch(const Route& route, const httplib::Request& req,
                    httplib::Response& res);
   // A watch request's parameters; the API server's error otherwise.
@@ -211,6 +219,7 @@ class Emulator {
   std::unique_ptr<ObjectStore> store_;
   std::vector<EmulatorHooks*> hooks_;
   std::unique_ptr<Churner> churner_;
+  ListStalls list_stalls_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listen_thread_;
   std::atomic<bool> listen_returned_{false};

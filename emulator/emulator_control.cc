@@ -30,9 +30,14 @@ bool Emulator::HandleStreamControl(absl::string_view op,
     CutWatches(resource);
   } else if (op == "stall_watches") {
     StallWatches(resource);
+  } else if (op == "stall_lists") {
+    StallLists(resource);
+  } else if (op == "resume_lists") {
+    ResumeLists();
   } else if (op == "resume_watches" || op == "clear_faults") {
     // clear_faults also ends stalls; the hooks disarm the rest.
     ResumeWatches(resource);
+    if (op == "clear_faults") ResumeLists();
   } else if (op == "malformed_event") {
     InjectMalformedEvent(resource);
   } else if (op == "restart") {
@@ -88,10 +93,10 @@ void Emulator::HandleInspection(absl::string_view op,
   }
   if (op == "requests") {
     const RequestCounts counts = request_counts();
-    return ReplyJson(res, 200,
-                     absl::StrCat("{\"list\":", counts.list, ",\"watch\":",
-                                  counts.watch, ",\"other\":", counts.other,
-                                  "}"));
+    return ReplyJson(
+        res, 200,
+        absl::StrCat("{\"list\":", counts.list, ",\"watch\":", counts.watch,
+                     ",\"other\":", counts.other, "}"));
   }
   if (op == "ca.crt") {
     res.set_content(ca_cert_pem_, "application/x-pem-file");

@@ -25,7 +25,7 @@ class EmulatorHooks {
   // What to answer instead of serving a request.
   struct Failure {
     int code = 0;                 // HTTP status
-    int retry_after_seconds = 0;  // for 429
+    int retry_after_seconds = 0;  // Retry-After when > 0
   };
   // A control request, /_emulator/<op>?..., that the core does not serve.
   struct ControlRequest {

@@ -37,7 +37,9 @@ void ReplyJson(httplib::Response& res, int code, const std::string& body) {
 }
 
 void ReplyStatus(httplib::Response& res, const ApiStatus& status) {
-  if (status.code == 429 && status.retry_after_seconds > 0) {
+  // As the API server's ErrorNegotiated: any status whose details carry
+  // retryAfterSeconds also gets the header (429, 503, 504 too-large RV).
+  if (status.retry_after_seconds > 0) {
     res.set_header("Retry-After", absl::StrCat(status.retry_after_seconds));
   }
   ReplyJson(res, status.code, StatusJson(status));
@@ -73,14 +75,15 @@ std::string NameFromKey(absl::string_view key) {
 
 void ReplyErrorEvent(httplib::Response& res, const ApiStatus& status) {
   CommonHeaders(res);
-  std::string line = absl::StrCat("{\"type\":\"ERROR\",\"object\":",
-                                  StatusJson(status), "}\n");
-  res.set_chunked_content_provider(
-      "application/json", [line](size_t, httplib::DataSink& sink) {
-        if (!sink.write(line.data(), line.size())) return false;
-        sink.done();
-        return true;
-      });
+  std::string line = absl::StrCat(
+      "{\"type\":\"ERROR\",\"object\":", StatusJson(status), "}\n");
+  res.set_chunked_content_provider("application/json",
+                                   [line](size_t, httplib::DataSink& sink) {
+                                     if (!sink.write(line.data(), line.size()))
+                                       return false;
+                                     sink.done();
+                                     return true;
+                                   });
 }
 
 // The labelSelector and fieldSelector query parameters shared by list and

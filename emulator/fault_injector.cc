@@ -12,9 +12,10 @@ void FaultInjector::ThrottleNextRequests(int count, int retry_after_seconds) {
 
 void FaultInjector::FailRequests(absl::string_view verb,
                                  absl::string_view resource, int code,
-                                 int count) {
+                                 int count, int retry_after_seconds) {
   absl::MutexLock lock(&mu_);
-  failures_.push_back({std::string(verb), std::string(resource), code, count});
+  failures_.push_back({std::string(verb), std::string(resource), code, count,
+                       retry_after_seconds});
 }
 
 void FaultInjector::ExpireNextWatch(absl::string_view resource) {
@@ -47,7 +48,7 @@ absl::optional<FaultInjector::Failure> FaultInjector::OnRequest(
         (it->resource != "*" && it->resource != resource)) {
       continue;
     }
-    Failure f{it->code, 0};
+    Failure f{it->code, it->retry_after_seconds};
     if (it->remaining > 0 && --it->remaining == 0) failures_.erase(it);
     return f;
   }
@@ -87,7 +88,7 @@ absl::optional<EmulatorHooks::ControlReply> FaultInjector::HandleControl(
   } else if (request.op == "fail") {
     std::string verb = request.param("verb");
     FailRequests(verb.empty() ? "*" : verb, resource, int_param("code", 500),
-                 int_param("count", 1));
+                 int_param("count", 1), int_param("retry_after", 0));
   } else if (request.op == "expire_watch") {
     ExpireNextWatch(resource);
   } else if (request.op == "expire_continue") {

@@ -17,22 +17,23 @@ namespace emulator {
 // next watch, a 410 on the next continue token. It is an EmulatorHooks: the
 // HTTP layer consults it once per request, and it serves the control
 // endpoints /_emulator/{throttle,fail,expire_watch,expire_continue,
-// clear_faults} (see kube_emulator_main.cc). Stream-level faults (cut, stall, malformed line) act on
-// open watches and live on the store's Watchers instead.
+// clear_faults} (see kube_emulator_main.cc). Stream-level faults (cut, stall,
+// malformed line) act on open watches and live on the store's Watchers instead.
 //
 // Thread-safety: all methods are thread-safe. Each armed fault fires for
 // exactly its count of matching requests, in arrival order.
 class FaultInjector : public EmulatorHooks {
  public:
-
   // The next `count` API requests (any verb, any resource) get 429 with
   // Retry-After: `retry_after_seconds`.
   void ThrottleNextRequests(int count, int retry_after_seconds);
   // Requests with `verb` ("get", "list", "watch", "create", "update",
   // "patch", "delete"; "*" for any) on `resource` (plural, "*" for any) get
-  // `code` (e.g. 500), `count` times (-1: until Clear()).
+  // `code` (e.g. 500), `count` times (-1: until Clear()), with a
+  // Retry-After header when `retry_after_seconds` > 0 (a 429 from API
+  // Priority and Fairness, a 503 from a server shutting down).
   void FailRequests(absl::string_view verb, absl::string_view resource,
-                    int code, int count);
+                    int code, int count, int retry_after_seconds = 0);
   // The next watch on `resource` ("*" for any) gets one ERROR 410 event
   // and ends, as when the watch cache no longer has its RV.
   void ExpireNextWatch(absl::string_view resource);
@@ -55,6 +56,7 @@ class FaultInjector : public EmulatorHooks {
     std::string resource;
     int code;
     int remaining;  // -1: unlimited
+    int retry_after_seconds;
   };
 
   absl::Mutex mu_;

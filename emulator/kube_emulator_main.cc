@@ -9,12 +9,15 @@
 // GET /_emulator/ca.crt). Faults are armed over HTTP (no authentication;
 // GET works too, and a POST must carry a Content-Length, e.g. curl -d ''):
 //   POST /_emulator/throttle?count=N&retry_after=S    429 on the next N
-//   requests POST /_emulator/fail?verb=list&resource=pods&code=500&count=N POST
+//   requests POST /_emulator/fail?verb=list&resource=pods&code=500&count=N
+//   (&retry_after=S adds Retry-After) POST
 //   /_emulator/expire_watch?resource=pods         next watch: ERROR 410 POST
 //   /_emulator/expire_continue                    next continue: 410 POST
 //   /_emulator/cut_watches?resource=pods          half an event, then drop POST
 //   /_emulator/stall_watches?resource=pods        stop sending, keep open POST
 //   /_emulator/resume_watches?resource=pods POST
+//   /_emulator/stall_lists?resource=pods          half a list, then silent POST
+//   /_emulator/resume_lists                       end list stalls POST
 //   /_emulator/malformed_event?resource=pods      one invalid JSON line POST
 //   /_emulator/large_object?namespace=ns&name=n&bytes=B  a >1 MiB object POST
 //   /_emulator/restart                            new watch window + drop watches POST

@@ -126,8 +126,7 @@ ListOptions Reflector::StartList() {
 
 absl::Status Reflector::AppendPage(ObjectList page,
                                    std::vector<ObjectPtr>* items) {
-  if (items->empty() && !options_.transform &&
-      page.remaining_item_count == 0) {
+  if (items->empty() && !options_.transform && page.remaining_item_count == 0) {
     // The whole list in one page (e.g. from the watch cache): its vector,
     // sized by the decoder, is the list.
     *items = std::move(page.items);
@@ -147,8 +146,7 @@ absl::Status Reflector::AppendPage(ObjectList page,
   return absl::OkStatus();
 }
 
-absl::Status Reflector::AppendItem(ObjectPtr obj,
-                                   std::vector<ObjectPtr>* items,
+absl::Status Reflector::AppendItem(ObjectPtr obj, std::vector<ObjectPtr>* items,
                                    ListStage* stage) {
   if (options_.transform) {
     absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
@@ -349,11 +347,20 @@ void Reflector::CountEvent(WatchEventType type) {
   // been counted, so the metrics never lag what clients were sent.
   absl::MutexLock lock(&mu_);
   switch (type) {
-    case WatchEventType::kAdded: ++counters_.events_added; break;
-    case WatchEventType::kModified: ++counters_.events_modified; break;
-    case WatchEventType::kDeleted: ++counters_.events_deleted; break;
-    case WatchEventType::kBookmark: ++counters_.bookmarks; break;
-    case WatchEventType::kError: break;
+    case WatchEventType::kAdded:
+      ++counters_.events_added;
+      break;
+    case WatchEventType::kModified:
+      ++counters_.events_modified;
+      break;
+    case WatchEventType::kDeleted:
+      ++counters_.events_deleted;
+      break;
+    case WatchEventType::kBookmark:
+      ++counters_.bookmarks;
+      break;
+    case WatchEventType::kError:
+      break;
   }
 }
 
@@ -398,9 +405,8 @@ absl::Status Reflector::ApplyInitialEventsEnd(const WatchEvent& ev,
       listed_once_ = true;
       last_rv_unavailable_ = false;
     }
-    VLOG(1) << options_.name << ": streamed initial state of "
-            << items.size() << " objects at resourceVersion "
-            << ev.resource_version;
+    VLOG(1) << options_.name << ": streamed initial state of " << items.size()
+            << " objects at resourceVersion " << ev.resource_version;
   }
   return applied;
 }
@@ -494,8 +500,9 @@ Reflector::State Reflector::AfterWatch(const WatchRound& round,
     // single event is a server misbehaving: back off rather than spin.
     if (round.events == 0 && clock_->Now() - round.started < absl::Seconds(1)) {
       ReportError(absl::UnavailableError(
-          absl::StrCat(options_.name, ": very short watch: ended at once "
-                                      "without any event")));
+          absl::StrCat(options_.name,
+                       ": very short watch: ended at once "
+                       "without any event")));
       return BackOff() ? State::kWatch : State::kStopped;
     }
     NoteSuccess();
@@ -541,10 +548,11 @@ void Reflector::ReportError(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     ++counters_.errors;
     const int http = HttpCode(status);
-    ++counters_.errors_by_kind[http != 0 ? absl::StrCat("http_", http)
-                                         : absl::StatusCodeToString(
-                                               status.code())];
+    ++counters_
+          .errors_by_kind[http != 0 ? absl::StrCat("http_", http)
+                                    : absl::StatusCodeToString(status.code())];
     last_error_ = status;
+    retry_after_ = RetryAfter(status).value_or(absl::ZeroDuration());
   }
   if (options_.watch_error_handler) options_.watch_error_handler(status);
 }
@@ -567,6 +575,14 @@ bool Reflector::BackOff() {
   if (options_.backoff_jitter > 0) {
     std::uniform_real_distribution<double> u(0.0, options_.backoff_jitter);
     wait += wait * u(rng_);
+  }
+  if (retry_after_ > absl::ZeroDuration()) {
+    // The server said when to come back: never sooner.
+    const absl::Duration asked =
+        std::min(retry_after_, options_.max_retry_after);
+    std::uniform_real_distribution<double> u(0.0, 0.2);
+    wait = std::max(wait, asked + asked * u(rng_));
+    retry_after_ = absl::ZeroDuration();
   }
   backoff_ = std::min(backoff_ * options_.backoff_factor, options_.backoff_max);
   last_failure_ = now;

@@ -5,19 +5,18 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include <random>
-
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
 #include "informer/cache/delta_fifo.h"
 #include "informer/cache/list_stage.h"
 #include "informer/listwatch/lister_watcher.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 
@@ -59,8 +58,10 @@ namespace informer {
 //             a misbehaving server cannot make us spin.
 // Back-off (client-go's sliding back-off between ListAndWatch rounds): 800
 // ms doubling to 30 s with jitter 1.0, reset after 2 minutes without
-// failure, all on the injected Clock. Every relist waits it, except the two
-// one-off immediate fallbacks above (WatchList -> LIST, expired continue
+// failure, all on the injected Clock; never shorter than a Retry-After the
+// server sent with the failure (Options::max_retry_after). Every relist waits
+// it, except the two one-off immediate fallbacks above (WatchList -> LIST,
+// expired continue
 // -> unpaged LIST), so no answer of the server can make the loop spin.
 //
 // The FIFO is told each resourceVersion handed over
@@ -84,6 +85,11 @@ class Reflector {
     double backoff_factor = 2.0;
     double backoff_jitter = 1.0;
     absl::Duration backoff_reset_after = absl::Minutes(2);
+    // A failure whose answer carried Retry-After (429 from API Priority and
+    // Fairness, 503 from a server shutting down) waits at least that long,
+    // capped here, plus up to 20% at random: the server said when to come
+    // back, and clients it turned away together must not return together.
+    absl::Duration max_retry_after = absl::Seconds(60);
     // Periodic resync: every resync_period, if should_resync() says so, the
     // FIFO's Resync() is called. 0 disables.
     absl::Duration resync_period = absl::ZeroDuration();
@@ -133,8 +139,7 @@ class Reflector {
     std::map<std::string, int64_t> errors_by_kind;
   };
 
-  Reflector(ListerWatcher* lw, DeltaFIFO* fifo, Clock* clock,
-            Options options);
+  Reflector(ListerWatcher* lw, DeltaFIFO* fifo, Clock* clock, Options options);
   ~Reflector();
 
   Reflector(const Reflector&) = delete;
@@ -234,6 +239,8 @@ class Reflector {
   absl::Time last_failure_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Counters counters_ ABSL_GUARDED_BY(mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  // The Retry-After of the failure the next BackOff follows (zero: none).
+  absl::Duration retry_after_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -3,12 +3,16 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <glog/logging.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <random>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -185,6 +189,48 @@ int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return cancel->load(std::memory_order_relaxed) ? 1 : 0;
 }
 
+// CURLOPT_SOCKOPTFUNCTION: bounds how long a connection whose packets are
+// dropped stays open (RestConfig::tcp_timeout). Keepalive covers a quiet
+// connection (a watch has nothing to send); TCP_USER_TIMEOUT covers one
+// with unacknowledged data, on which Linux sends no keepalive probes. With
+// both set, Linux closes a connection at the first keepalive probe after
+// tcp_timeout without an answer, so probes every tcp_timeout/6 from
+// tcp_timeout/2 on bound it at about tcp_timeout. Failures leave the
+// kernel's defaults (the request itself still works).
+int OnSocket(void* user, curl_socket_t fd, curlsocktype purpose) {
+  if (purpose != CURLSOCKTYPE_IPCXN) return CURL_SOCKOPT_OK;
+  const auto* timeout = static_cast<const absl::Duration*>(user);
+  const int64_t ms = absl::ToInt64Milliseconds(*timeout);
+  const int idle = static_cast<int>(std::max<int64_t>(1, ms / 2000));
+  const int interval = static_cast<int>(std::max<int64_t>(1, ms / 6000));
+  const int count = 3;
+  const int on = 1;
+  const unsigned int user_timeout = static_cast<unsigned int>(ms);
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval)) !=
+          0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout,
+                 sizeof(user_timeout)) != 0) {
+    LOG_FIRST_N(WARNING, 1) << "cannot set TCP keepalive/user timeout on "
+                               "API server connections (errno "
+                            << errno
+                            << "): dead connections are noticed "
+                               "only by the kernel's defaults";
+  }
+  return CURL_SOCKOPT_OK;
+}
+
+// A Retry-After wait with up to `jitter` (a fraction) added, so that the
+// clients the server turned away together do not all come back together.
+absl::Duration Jittered(absl::Duration wait, double jitter) {
+  if (jitter <= 0) return wait;
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> u(0.0, jitter);
+  return wait + wait * u(rng);
+}
+
 std::string Header(const ResponseState& st, const std::string& name) {
   auto it = st.headers.find(name);
   return it == st.headers.end() ? "" : it->second;
@@ -197,7 +243,8 @@ bool Is2xx(int code) { return code >= 200 && code < 300; }
 // which libcurl's detail names).
 absl::Status TransferError(CURL* h, CURLcode rc, const char* errbuf,
                            const HttpRequest& req,
-                           const std::string& server_address) {
+                           const std::string& server_address,
+                           absl::Duration tcp_timeout) {
   std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
   if (rc == CURLE_OPERATION_TIMEDOUT) {
     return absl::DeadlineExceededError(absl::StrCat(
@@ -205,6 +252,17 @@ absl::Status TransferError(CURL* h, CURLcode rc, const char* errbuf,
   }
   long os_errno = 0;
   curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno);
+  if ((rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR) &&
+      os_errno == ETIMEDOUT && tcp_timeout > absl::ZeroDuration()) {
+    // The kernel gave up on the connection: keepalive probes or data
+    // went unacknowledged for tcp_timeout (packets dropped on the way).
+    return ConnectionError(
+        req.method, req.path,
+        absl::StrCat("connection dead: no TCP acknowledgement from the API "
+                     "server for ",
+                     absl::FormatDuration(tcp_timeout),
+                     " (keepalive / TCP_USER_TIMEOUT): ", detail));
+  }
   if (rc == CURLE_COULDNT_CONNECT && os_errno == ECONNREFUSED &&
       !server_address.empty()) {
     return ConnectionRefusedError(server_address, req.method, req.path, detail);
@@ -372,7 +430,16 @@ void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
   std::string url = base_url_ + req.path;
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  if (config_.tcp_timeout > absl::ZeroDuration()) {
+    // All keepalive settings come from OnSocket: libcurl's own would
+    // overwrite its TCP_KEEPIDLE/TCP_KEEPINTVL after the callback.
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 0L);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, &OnSocket);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTDATA,
+                     const_cast<absl::Duration*>(&config_.tcp_timeout));
+  } else {
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  }
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
   curl_easy_setopt(h, CURLOPT_USERAGENT,
@@ -395,6 +462,14 @@ void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
     curl_easy_setopt(
         h, CURLOPT_TIMEOUT_MS,
         static_cast<long>(absl::ToInt64Milliseconds(config_.request_timeout)));
+  }
+  if (!streaming && config_.stall_timeout > absl::ZeroDuration()) {
+    // Less than a byte a second for stall_timeout: the server (or a proxy)
+    // stopped sending, before or during the response.
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(std::max<int64_t>(
+                         1, absl::ToInt64Seconds(config_.stall_timeout))));
   }
   if (!streaming) curl_easy_setopt(h, CURLOPT_SHARE, share_->get());
 
@@ -487,7 +562,8 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
     failed = absl::CancelledError(
         absl::StrCat(req.method, " ", req.path, ": cancelled"));
   } else if (rc != CURLE_OK) {
-    failed = TransferError(h, rc, errbuf, req, server_address_);
+    failed =
+        TransferError(h, rc, errbuf, req, server_address_, config_.tcp_timeout);
   }
   HttpResponse resp;
   resp.protocol = ProtocolName(h);
@@ -541,9 +617,10 @@ absl::StatusOr<HttpResponse> HttpTransport::Do(const HttpRequest& req) {
         req.method == "GET" && retries < options_.max_get_retries &&
         *wait <= options_.max_retry_wait && !cancelled) {
       ++retries;
+      const absl::Duration jittered = Jittered(*wait, options_.retry_jitter);
       VLOG(1) << req.method << " " << req.path << ": " << resp->status
-              << ", retrying after " << *wait;
-      clock_->SleepUntil(clock_->Now() + *wait);
+              << ", retrying after " << jittered;
+      clock_->SleepUntil(clock_->Now() + jittered);
       continue;
     }
     return StatusFromHttpResponse(resp->status, req.method, req.path,
@@ -560,7 +637,8 @@ class HttpTransport::CurlStream final : public HttpStream {
       : req_(req),
         idle_timeout_(idle_timeout),
         clock_(t->clock_),
-        server_address_(t->server_address_) {
+        server_address_(t->server_address_),
+        tcp_timeout_(t->config_.tcp_timeout) {
     easy_ = t->NewHandle(req, creds, /*streaming=*/true, &headers_);
     if (!t->connect_to_.empty()) {
       connect_to_ = curl_slist_append(nullptr, t->connect_to_.c_str());
@@ -595,7 +673,8 @@ class HttpTransport::CurlStream final : public HttpStream {
       if (!s.ok()) return s;
     }
     if (done_ && result_ != CURLE_OK) {
-      return TransferError(easy_, result_, errbuf_, req_, server_address_);
+      return TransferError(easy_, result_, errbuf_, req_, server_address_,
+                           tcp_timeout_);
     }
     *code = st_.status;
     return absl::OkStatus();
@@ -635,7 +714,8 @@ class HttpTransport::CurlStream final : public HttpStream {
         if (result_ == CURLE_OK) {
           return absl::OutOfRangeError("watch stream ended by the server");
         }
-        return TransferError(easy_, result_, errbuf_, req_, server_address_);
+        return TransferError(easy_, result_, errbuf_, req_, server_address_,
+                             tcp_timeout_);
       }
       absl::Status s = Pump();
       if (!s.ok()) return s;
@@ -668,9 +748,12 @@ class HttpTransport::CurlStream final : public HttpStream {
     const absl::Duration remaining =
         st_.last_byte + idle_timeout_ - clock_->Now();
     if (remaining <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "watch ", req_.path, " received no data for ",
-          absl::FormatDuration(idle_timeout_), "; treating it as hung"));
+      // The API server bookmarks every watch about once a minute: this
+      // long without a byte means it, or a proxy on the way, is stuck.
+      return absl::DeadlineExceededError(
+          absl::StrCat("watch ", req_.path, " received no data for ",
+                       absl::FormatDuration(idle_timeout_),
+                       " (not even a bookmark); treating it as hung"));
     }
     // Wall-clock poll slices are capped so an injected clock that moves
     // independently of real time is still re-checked regularly.
@@ -684,6 +767,7 @@ class HttpTransport::CurlStream final : public HttpStream {
   const absl::Duration idle_timeout_;
   Clock* const clock_;
   const std::string server_address_;
+  const absl::Duration tcp_timeout_;
   CURL* easy_ = nullptr;
   CURLM* multi_ = nullptr;
   curl_slist* headers_ = nullptr;
@@ -730,7 +814,8 @@ absl::StatusOr<std::unique_ptr<HttpStream>> HttpTransport::Stream(
         retries < options_.max_get_retries &&
         *wait <= options_.max_retry_wait) {
       ++retries;
-      clock_->SleepUntil(clock_->Now() + *wait);
+      clock_->SleepUntil(clock_->Now() +
+                         Jittered(*wait, options_.retry_jitter));
       continue;
     }
     return StatusFromHttpResponse(code, req.method, req.path, *body,

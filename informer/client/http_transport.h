@@ -29,8 +29,17 @@
 //   invalidates them and the request is retried once with fresh ones (an
 //   exec plugin re-runs, a token file is re-read).
 // * 429/503 with Retry-After: GETs are retried up to max_get_retries times,
-//   waiting Retry-After (capped) on the injected Clock; otherwise the status
-//   carries RetryAfter() (see informer/api_error.h).
+//   waiting Retry-After (capped, jittered) on the injected Clock; otherwise
+//   the status carries RetryAfter() (see informer/api_error.h).
+// * Dead connections (RestConfig::tcp_timeout, stall_timeout): every
+//   connection gets TCP keepalive and TCP_USER_TIMEOUT, so one whose packets
+//   are dropped fails within about tcp_timeout; a non-watch request that
+//   receives nothing for stall_timeout fails; a stream fails when nothing
+//   arrives for its idle timeout. HTTP/2 PING cannot bound a stream here:
+//   libcurl 7.88 sends a PING only from curl_easy_upkeep() on connections
+//   of an easy handle's own cache, never times out an unanswered one and
+//   reports no PING ACK to the application, so over HTTP/2 the same TCP
+//   and idle bounds apply as over HTTP/1.1.
 //
 // Thread-safety: all methods are thread-safe; requests run concurrently.
 // The transport must outlive streams it opened.
@@ -114,6 +123,9 @@ struct TransportOptions {
   // Longest Retry-After honoured by an internal retry; a longer one is
   // returned to the caller.
   absl::Duration max_retry_wait = absl::Seconds(10);
+  // An internal retry waits Retry-After plus up to this fraction of it, at
+  // random: clients turned away together do not return together.
+  double retry_jitter = 0.2;
   // Optional: called after every attempt (a retried request reports each
   // one) on the requesting thread. Must be thread-safe and cheap.
   std::function<void(const RequestObservation&)> observer;

@@ -20,10 +20,10 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "informer/object/api_error.h"
 #include "informer/client/credentials.h"
 #include "informer/client/exec_credential.h"
 #include "informer/client/test_server.h"
+#include "informer/object/api_error.h"
 
 namespace informer {
 namespace client {
@@ -111,22 +111,21 @@ TEST(HttpTransportTest, AcceptEncodingFollowsTheCompressionOption) {
   std::vector<std::string> seen;  // "<path> <Accept-Encoding or (none)>"
   auto record = [&](const httplib::Request& req) {
     absl::MutexLock lock(&mu);
-    seen.push_back(absl::StrCat(
-        req.path, " ",
-        req.has_header("Accept-Encoding")
-            ? req.get_header_value("Accept-Encoding")
-            : "(none)"));
+    seen.push_back(absl::StrCat(req.path, " ",
+                                req.has_header("Accept-Encoding")
+                                    ? req.get_header_value("Accept-Encoding")
+                                    : "(none)"));
   };
-  srv.server().Get("/api/v1/pods", [&](const httplib::Request& req,
-                                       httplib::Response& res) {
-    record(req);
-    res.set_content("{}", "text/plain");
-  });
-  srv.server().Get("/api/v1/watch", [&](const httplib::Request& req,
-                                        httplib::Response& res) {
-    record(req);
-    res.set_content("{}\n", "text/plain");
-  });
+  srv.server().Get("/api/v1/pods",
+                   [&](const httplib::Request& req, httplib::Response& res) {
+                     record(req);
+                     res.set_content("{}", "text/plain");
+                   });
+  srv.server().Get("/api/v1/watch",
+                   [&](const httplib::Request& req, httplib::Response& res) {
+                     record(req);
+                     res.set_content("{}\n", "text/plain");
+                   });
   srv.Start();
   for (ApiCompression c : {ApiCompression::kNone, ApiCompression::kGzip}) {
     RestConfig rc = Config(srv.url());
@@ -160,10 +159,10 @@ TEST(HttpTransportTest, AStreamBuffersAboutOneMebibyteWhateverTheServerSent) {
                          "\"}\n");
   }
   TestServer srv;
-  srv.server().Get("/api/v1/watch", [&](const httplib::Request&,
-                                        httplib::Response& res) {
-    res.set_content(body, "text/plain");
-  });
+  srv.server().Get("/api/v1/watch",
+                   [&](const httplib::Request&, httplib::Response& res) {
+                     res.set_content(body, "text/plain");
+                   });
   srv.Start();
   auto t = MakeTransport(Config(srv.url()));
   HttpRequest req;
@@ -687,8 +686,11 @@ TEST(HttpTransportTest, TooManyRequestsGetWaitsRetryAfterOnClock) {
     resp = t->Do(req);
   });
   const absl::Time start = clock.Now();
-  EXPECT_EQ(clock.WaitForWaiters(1), start + absl::Seconds(2));
-  clock.Advance(absl::Seconds(2));
+  // Retry-After plus up to 20% jitter (TransportOptions::retry_jitter).
+  const absl::Time retry_at = clock.WaitForWaiters(1);
+  EXPECT_GE(retry_at, start + absl::Seconds(2));
+  EXPECT_LE(retry_at, start + absl::Seconds(2.4));
+  clock.Advance(retry_at - start);
   caller.join();
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(calls.load(), 2);
@@ -699,20 +701,20 @@ TEST(HttpTransportTest, TooManyRequestsGetWaitsRetryAfterOnClock) {
 TEST(HttpTransportTest, ObserverSeesEveryAttempt) {
   TestServer srv;
   std::atomic<int> calls{0};
-  srv.server().Get(
-      "/api", [&](const httplib::Request&, httplib::Response& res) {
-        if (++calls == 1) {
-          res.status = 429;
-          res.set_header("Retry-After", "2");
-          res.set_content("{}", "application/json");
-          return;
-        }
-        res.set_content("{}", "application/json");
-      });
-  srv.server().Get("/watch", [](const httplib::Request&,
-                                httplib::Response& res) {
-    res.set_content("{}", "application/json");
-  });
+  srv.server().Get("/api",
+                   [&](const httplib::Request&, httplib::Response& res) {
+                     if (++calls == 1) {
+                       res.status = 429;
+                       res.set_header("Retry-After", "2");
+                       res.set_content("{}", "application/json");
+                       return;
+                     }
+                     res.set_content("{}", "application/json");
+                   });
+  srv.server().Get("/watch",
+                   [](const httplib::Request&, httplib::Response& res) {
+                     res.set_content("{}", "application/json");
+                   });
   srv.Start();
   FakeClock clock;
   absl::Mutex mu;
@@ -722,6 +724,7 @@ TEST(HttpTransportTest, ObserverSeesEveryAttempt) {
     absl::MutexLock lock(&mu);
     seen.push_back(o);
   };
+  options.retry_jitter = 0;  // waits of exactly Retry-After here
   RestConfig rc = Config(srv.url());
   auto created = HttpTransport::Create(
       rc, std::make_unique<StaticCredentialProvider>(Credentials{}), &clock,
@@ -797,9 +800,12 @@ TEST(HttpTransportTest, ServiceUnavailableGetWaitsRetryAfterOnClock) {
     resp = t->Do(req);
   });
   const absl::Time start = clock.Now();
-  EXPECT_EQ(clock.WaitForWaiters(1), start + absl::Seconds(5));
+  // Retry-After plus up to 20% jitter.
+  const absl::Time retry_at = clock.WaitForWaiters(1);
+  EXPECT_GE(retry_at, start + absl::Seconds(5));
+  EXPECT_LE(retry_at, start + absl::Seconds(6));
   EXPECT_EQ(calls.load(), 1);  // not retried before the delay
-  clock.Advance(absl::Seconds(5));
+  clock.Advance(retry_at - start);
   caller.join();
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(calls.load(), 2);

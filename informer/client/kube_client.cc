@@ -43,6 +43,8 @@ absl::StatusOr<RestConfig> LoadRestConfig(const ConnectionFlags& flags) {
   rc->compression = flags.compression;
   rc->connect_timeout = flags.connect_timeout;
   rc->request_timeout = flags.request_timeout;
+  rc->tcp_timeout = flags.tcp_timeout;
+  rc->stall_timeout = flags.stall_timeout;
   rc->exec_timeout = flags.exec_timeout;
   return rc;
 }
@@ -52,9 +54,8 @@ absl::StatusOr<std::unique_ptr<KubeClient>> KubeClient::Create(
   absl::StatusOr<std::unique_ptr<CredentialProvider>> creds =
       MakeCredentialProvider(config, clock);
   if (!creds.ok()) return creds.status();
-  absl::StatusOr<std::unique_ptr<HttpTransport>> t =
-      HttpTransport::Create(config, *std::move(creds), clock,
-                            std::move(transport));
+  absl::StatusOr<std::unique_ptr<HttpTransport>> t = HttpTransport::Create(
+      config, *std::move(creds), clock, std::move(transport));
   if (!t.ok()) return t.status();
   return std::unique_ptr<KubeClient>(new KubeClient(*std::move(t)));
 }

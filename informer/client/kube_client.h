@@ -38,6 +38,9 @@ struct ConnectionFlags {
   ApiCompression compression = ApiCompression::kNone;
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration request_timeout = absl::Seconds(60);
+  // RestConfig::tcp_timeout and stall_timeout.
+  absl::Duration tcp_timeout = absl::Seconds(30);
+  absl::Duration stall_timeout = absl::Seconds(30);
   // A credential plugin still running after this is killed.
   absl::Duration exec_timeout = absl::Seconds(30);
   // Environment and files (tests override).

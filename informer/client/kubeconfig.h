@@ -144,6 +144,19 @@ struct RestConfig {
   absl::Duration connect_timeout = absl::Seconds(10);
   // Whole-request limit for non-watch requests; zero means none.
   absl::Duration request_timeout = absl::Seconds(60);
+  // Dead connections (see docs/operations.md). A connection whose packets
+  // stop being acknowledged (a NAT or load balancer forgot the flow, a
+  // host vanished) fails after about this long, watches included: TCP
+  // keepalive probes start after tcp_timeout/2 of silence, every
+  // tcp_timeout/6, and TCP_USER_TIMEOUT bounds data left unacknowledged
+  // (keepalive probes are not sent while data is outstanding). Zero: the
+  // kernel's defaults (over two hours).
+  absl::Duration tcp_timeout = absl::Seconds(30);
+  // A non-watch request that receives no byte for this long is abandoned
+  // (DeadlineExceeded): the peer acknowledges but sends nothing (a stuck
+  // proxy, a server stopped mid-response). Zero: only request_timeout.
+  // Watches have their own idle timeout (ResourceClientOptions).
+  absl::Duration stall_timeout = absl::Seconds(30);
   // Opt-in: HTTP/2 over TLS (multiplexing). HTTP/1.1 is the default: one
   // connection per watch, which libcurl 7.88 handles without surprises.
   bool http2 = false;

@@ -46,9 +46,15 @@ struct ResourceClientOptions {
   std::string label_selector;
   std::string field_selector;
   // A watch that receives no byte for this long is treated as hung: closed
-  // and reported (DeadlineExceeded) so the reflector restarts it. A little
-  // over twice the API server's one-minute bookmark interval.
-  absl::Duration watch_idle_timeout = absl::Seconds(150);
+  // and reported (DeadlineExceeded) so the reflector re-watches from its
+  // last resourceVersion. This is the only way to notice a peer that keeps
+  // acknowledging but sends nothing (a stuck proxy, a server stopped
+  // mid-response). kube-apiserver's watch cache bookmarks every watch that
+  // allows bookmarks about once a minute (defaultBookmarkFrequency in
+  // apiserver/pkg/storage/cacher, dispatched within about a second), so 75
+  // s leaves 15 s of margin for a busy server. Dropped packets are noticed
+  // sooner, by RestConfig::tcp_timeout.
+  absl::Duration watch_idle_timeout = absl::Seconds(75);
   // Threads that decode a large list response while it downloads, besides
   // the listing thread (see StreamingListDecoder). Decoding and building
   // the objects is most of an initial list's client CPU; 0 decodes inline.
