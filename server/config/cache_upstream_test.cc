@@ -26,7 +26,8 @@ std::string WriteFile(const std::string& name, const std::string& text) {
 
 TEST(CacheUpstreamTest, NoUpstreamIsDisabled) {
   std::vector<std::string> warnings;
-  absl::StatusOr<CacheUpstream> u = ValidateCacheUpstream("", "", "", &warnings);
+  absl::StatusOr<CacheUpstream> u =
+      ValidateCacheUpstream("", "", "", &warnings);
   ASSERT_TRUE(u.ok()) << u.status();
   EXPECT_FALSE(u->enabled());
   EXPECT_THAT(warnings, IsEmpty());
@@ -79,13 +80,13 @@ TEST(CacheUpstreamTest, CredentialFlagsNeedAnUpstream) {
 
 TEST(CacheUpstreamTest, UnreadableFilesAreNotFoundNamingTheFlag) {
   std::vector<std::string> warnings;
-  absl::StatusOr<CacheUpstream> u = ValidateCacheUpstream(
-      "https://h:1", "/nonexistent/token", "", &warnings);
+  absl::StatusOr<CacheUpstream> u =
+      ValidateCacheUpstream("https://h:1", "/nonexistent/token", "", &warnings);
   ASSERT_FALSE(u.ok());
   EXPECT_EQ(u.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(u.status().message()),
               HasSubstr("--cache_upstream_token_file: cannot read "
-                        "/nonexistent/token"));
+                        "\"/nonexistent/token\""));
   u = ValidateCacheUpstream("https://h:1", "", "/nonexistent/ca.crt",
                             &warnings);
   ASSERT_FALSE(u.ok());
@@ -133,6 +134,7 @@ TEST(CacheUpstreamTest, IsLoopbackUrl) {
   EXPECT_TRUE(IsLoopbackUrl("http://LOCALHOST"));
   EXPECT_TRUE(IsLoopbackUrl("http://[::1]:8080/x"));
   EXPECT_FALSE(IsLoopbackUrl("http://127.0.0.1.example.com"));
+  EXPECT_FALSE(IsLoopbackUrl("http://127.evil.example:8001"));
   EXPECT_FALSE(IsLoopbackUrl("http://10.0.0.1"));
   EXPECT_FALSE(IsLoopbackUrl("garbage"));
 }

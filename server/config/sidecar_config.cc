@@ -2,10 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -15,161 +13,35 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "informer/labels/label_selector.h"
+#include "informer/util/read_file.h"
+#include "informer/util/yaml_reader.h"
 
 namespace server {
 namespace {
 
-// A config file larger than this is not a config file.
-constexpr size_t kMaxFileBytes = 4 << 20;
-// yaml-cpp parses recursively: a hostile file nested thousands of levels deep
-// would overflow the stack inside the library. A valid config nests < 10.
-constexpr int kMaxNesting = 64;
+using informer::YamlReader;
 
-// Upper bound of the nesting depth: open flow brackets plus block
-// indentation (good enough to refuse pathological input before parsing).
-int EstimateNesting(absl::string_view yaml) {
-  int max_depth = 0;
-  int flow = 0;
-  int indent = 0;
-  bool line_start = true;
-  char quote = 0;
-  for (char c : yaml) {
-    if (c == '\n') {
-      line_start = true;
-      indent = 0;
-      continue;
-    }
-    if (quote != 0) {
-      if (c == quote) quote = 0;
-      continue;
-    }
-    if (line_start && (c == ' ' || c == '-')) {
-      ++indent;
-    } else {
-      line_start = false;
-    }
-    if (c == '"' || c == '\'') quote = c;
-    if (c == '[' || c == '{') ++flow;
-    if ((c == ']' || c == '}') && flow > 0) --flow;
-    max_depth = std::max(max_depth, flow + indent / 2);
+// A config file larger than this is not a config file; a valid one nests
+// fewer than ten levels (see YamlLimits).
+constexpr informer::YamlLimits kLimits{4 << 20, 64};
+
+// A Go-style duration field (see ParseGoDuration).
+bool ReadDuration(YamlReader* r, const YAML::Node& map, const char* key,
+                  absl::string_view field, absl::Duration* out,
+                  bool* present = nullptr) {
+  std::string text;
+  bool has = false;
+  if (!r->String(map, key, field, &text, &has)) return false;
+  if (present != nullptr) *present = has;
+  if (!has) return true;
+  absl::StatusOr<absl::Duration> d = ParseGoDuration(text);
+  if (!d.ok()) {
+    return r->Fail(map[key], YamlReader::Join(field, key),
+                   d.status().message());
   }
-  return max_depth;
+  *out = *d;
+  return true;
 }
-
-// Walks the parsed document and keeps the first error with its position.
-class Reader {
- public:
-  explicit Reader(absl::string_view file) : file_(file) {}
-
-  const absl::Status& status() const { return status_; }
-  bool ok() const { return status_.ok(); }
-
-  std::string Where(const YAML::Node& node) const {
-    YAML::Mark m = node.Mark();
-    if (m.line < 0) return file_;
-    return absl::StrCat(file_, ":", m.line + 1, ":", m.column + 1);
-  }
-
-  void Fail(const YAML::Node& node, absl::string_view field,
-            absl::string_view problem) {
-    if (!status_.ok()) return;
-    status_ = absl::InvalidArgumentError(
-        absl::StrCat(Where(node), ": ", field, ": ", problem));
-  }
-
-  // Every key of `map` must be in `known`.
-  bool KnownKeys(const YAML::Node& map, absl::string_view field,
-                 const std::vector<absl::string_view>& known) {
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      // A copy: the iterator yields a temporary pair.
-      const YAML::Node key = it->first;
-      if (!key.IsScalar()) {
-        Fail(key, field, "keys must be strings");
-        return false;
-      }
-      bool found = false;
-      for (absl::string_view k : known) found = found || key.Scalar() == k;
-      if (!found) {
-        Fail(key, Join(field, key.Scalar()),
-             absl::StrCat("unknown field (known: ", absl::StrJoin(known, ", "),
-                          ")"));
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // Absent: `*present` false (when given) and true. Null is a wrong type:
-  // "namespace:" with nothing after it is more likely a mistake than "".
-  bool String(const YAML::Node& map, const char* key, absl::string_view field,
-              std::string* out, bool* present = nullptr) {
-    const YAML::Node n = map[key];
-    if (present != nullptr) *present = n.IsDefined();
-    if (!n.IsDefined()) return true;
-    if (!n.IsScalar()) {
-      Fail(n, Join(field, key), "expected a string");
-      return false;
-    }
-    *out = n.Scalar();
-    return true;
-  }
-
-  bool Bool(const YAML::Node& map, const char* key, absl::string_view field,
-            bool* out) {
-    const YAML::Node n = map[key];
-    if (!n.IsDefined()) return true;
-    bool value = false;
-    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, value)) {
-      Fail(n, Join(field, key), "expected true or false");
-      return false;
-    }
-    *out = value;
-    return true;
-  }
-
-  bool Duration(const YAML::Node& map, const char* key, absl::string_view field,
-                absl::Duration* out, bool* present = nullptr) {
-    std::string text;
-    bool has = false;
-    if (!String(map, key, field, &text, &has)) return false;
-    if (present != nullptr) *present = has;
-    if (!has) return true;
-    absl::StatusOr<absl::Duration> d = ParseGoDuration(text);
-    if (!d.ok()) {
-      Fail(map[key], Join(field, key), d.status().message());
-      return false;
-    }
-    *out = *d;
-    return true;
-  }
-
-  // Absent: an undefined node and true.
-  bool Kind(const YAML::Node& map, const char* key, absl::string_view field,
-            YAML::NodeType::value type, YAML::Node* out) {
-    const YAML::Node n = map[key];
-    if (!n.IsDefined()) {
-      // Assigning an absent (zombie) node would throw.
-      *out = YAML::Node(YAML::NodeType::Undefined);
-      return true;
-    }
-    *out = n;
-    if (n.Type() != type) {
-      Fail(n, Join(field, key),
-           type == YAML::NodeType::Map ? "expected a mapping"
-                                       : "expected a list");
-      return false;
-    }
-    return true;
-  }
-
-  static std::string Join(absl::string_view field, absl::string_view key) {
-    return field.empty() ? std::string(key) : absl::StrCat(field, ".", key);
-  }
-
- private:
-  std::string file_;
-  absl::Status status_;
-};
 
 bool IsLabelNameChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
@@ -243,8 +115,8 @@ bool IsProtectedField(absl::string_view path) {
          path == "metadata.resourceVersion";
 }
 
-bool ReadIndexes(Reader* r, const YAML::Node& list, const std::string& field,
-                 ResourceConfig* out) {
+bool ReadIndexes(YamlReader* r, const YAML::Node& list,
+                 const std::string& field, ResourceConfig* out) {
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node item = list[i];
     const std::string f = absl::StrCat(field, "[", i, "]");
@@ -282,8 +154,8 @@ bool ReadIndexes(Reader* r, const YAML::Node& list, const std::string& field,
   return true;
 }
 
-bool ReadResource(Reader* r, const YAML::Node& node, const std::string& field,
-                  SidecarConfig::Resource* out) {
+bool ReadResource(YamlReader* r, const YAML::Node& node,
+                  const std::string& field, SidecarConfig::Resource* out) {
   if (!node.IsMap()) {
     r->Fail(node, field, "expected a mapping with at least \"resource\"");
     return false;
@@ -312,7 +184,8 @@ bool ReadResource(Reader* r, const YAML::Node& node, const std::string& field,
   if (!r->String(node, "labelSelector", field, &c.label_selector)) {
     return false;
   }
-  if (absl::StatusOr<informer::LabelSelector> s = informer::LabelSelector::Parse(c.label_selector);
+  if (absl::StatusOr<informer::LabelSelector> s =
+          informer::LabelSelector::Parse(c.label_selector);
       !s.ok()) {
     r->Fail(node["labelSelector"], field + ".labelSelector",
             s.status().message());
@@ -325,20 +198,19 @@ bool ReadResource(Reader* r, const YAML::Node& node, const std::string& field,
     r->Fail(node["fieldSelector"], field + ".fieldSelector", st.message());
     return false;
   }
-  if (!r->Duration(node, "resyncPeriod", field, &c.resync_period) ||
+  if (!ReadDuration(r, node, "resyncPeriod", field, &c.resync_period) ||
       !r->Bool(node, "metadataOnly", field, &c.metadata_only)) {
     return false;
   }
   YAML::Node transform;
-  if (!r->Kind(node, "transform", field, YAML::NodeType::Map, &transform)) {
+  if (!r->Map(node, "transform", field, &transform)) {
     return false;
   }
   if (transform.IsDefined()) {
     const std::string tf = field + ".transform";
     if (!r->KnownKeys(transform, tf, {"dropFields"})) return false;
     YAML::Node drop;
-    if (!r->Kind(transform, "dropFields", tf, YAML::NodeType::Sequence,
-                 &drop)) {
+    if (!r->Sequence(transform, "dropFields", tf, &drop)) {
       return false;
     }
     for (size_t i = 0; drop.IsDefined() && i < drop.size(); ++i) {
@@ -363,7 +235,7 @@ bool ReadResource(Reader* r, const YAML::Node& node, const std::string& field,
     }
   }
   YAML::Node indexes;
-  if (!r->Kind(node, "indexes", field, YAML::NodeType::Sequence, &indexes)) {
+  if (!r->Sequence(node, "indexes", field, &indexes)) {
     return false;
   }
   if (indexes.IsDefined() && !ReadIndexes(r, indexes, field + ".indexes", &c)) {
@@ -420,18 +292,14 @@ absl::Status ValidateFieldSelector(absl::string_view selector) {
 
 absl::StatusOr<SidecarConfig> ParseSidecarConfig(absl::string_view yaml,
                                                  absl::string_view file_name) {
-  if (yaml.size() > kMaxFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file_name, ": larger than ", kMaxFileBytes, " bytes"));
-  }
-  if (EstimateNesting(yaml) > kMaxNesting) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file_name, ": nested more than ", kMaxNesting, " levels deep"));
-  }
-  Reader r(file_name);
+  absl::StatusOr<YAML::Node> loaded =
+      informer::LoadYaml(yaml, file_name, kLimits);
+  if (!loaded.ok()) return loaded.status();
+  // "namespace:" with nothing after it is more likely a mistake than "".
+  YamlReader r(file_name, YamlReader::NullIs::kWrongType);
   SidecarConfig config;
   try {
-    const YAML::Node root = YAML::Load(std::string(yaml));
+    const YAML::Node root = *loaded;
     if (!root.IsDefined() || root.IsNull()) {
       return absl::InvalidArgumentError(
           absl::StrCat(file_name,
@@ -449,8 +317,9 @@ absl::StatusOr<SidecarConfig> ParseSidecarConfig(absl::string_view yaml,
             {"resources", "allowUnlistedResources", "lazyIdleTimeout"}) ||
         !r.Bool(root, "allowUnlistedResources", "",
                 &config.allow_unlisted_resources) ||
-        !r.Duration(root, "lazyIdleTimeout", "", &config.lazy_idle_timeout,
-                    &config.has_lazy_idle_timeout)) {
+        !ReadDuration(&r, root, "lazyIdleTimeout", "",
+                      &config.lazy_idle_timeout,
+                      &config.has_lazy_idle_timeout)) {
       return r.status();
     }
     if (config.has_lazy_idle_timeout &&
@@ -459,7 +328,7 @@ absl::StatusOr<SidecarConfig> ParseSidecarConfig(absl::string_view yaml,
       return r.status();
     }
     YAML::Node resources;
-    if (!r.Kind(root, "resources", "", YAML::NodeType::Sequence, &resources)) {
+    if (!r.Sequence(root, "resources", "", &resources)) {
       return r.status();
     }
     // Textual duplicates, by lower-cased name: line of the first.
@@ -485,25 +354,20 @@ absl::StatusOr<SidecarConfig> ParseSidecarConfig(absl::string_view yaml,
       return r.status();
     }
   } catch (const YAML::Exception& e) {
-    std::string where(file_name);
-    if (e.mark.line >= 0) {
-      absl::StrAppend(&where, ":", e.mark.line + 1, ":", e.mark.column + 1);
-    }
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": invalid YAML: ", e.msg));
+        absl::StrCat(file_name, ": invalid configuration: ", e.what()));
   }
   return config;
 }
 
 absl::StatusOr<SidecarConfig> LoadSidecarConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot read the config file"));
+  absl::StatusOr<std::string> text = informer::ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat("the config file: ", text.status().message()));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseSidecarConfig(ss.str(), path);
+  return ParseSidecarConfig(*text, path);
 }
 
 absl::StatusOr<SidecarConfig> SidecarConfigFromResourceList(

@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "informer/util/host_port.h"
 
 ABSL_FLAG(std::string, kube_api_listen, "",
           "Serve the informer caches over the Kubernetes API (list, get, "
@@ -50,11 +51,9 @@ absl::StatusOr<KubeApiServer::Options> KubeApiOptionsFromFlags() {
   o.tls_key_file = absl::GetFlag(FLAGS_kube_api_tls_key_file);
   o.tls_client_ca_file = absl::GetFlag(FLAGS_kube_api_tls_client_ca_file);
   o.advertised_address = absl::GetFlag(FLAGS_kube_api_advertised_address);
-  size_t colon = o.listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(o.listen.substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
+  absl::StatusOr<informer::HostPort> address =
+      informer::ParseHostPort(o.listen);
+  if (!address.ok() || address->host.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--kube_api_listen=", o.listen,
                      ": expected HOST:PORT, e.g. 127.0.0.1:8001"));

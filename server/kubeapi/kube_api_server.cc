@@ -20,14 +20,15 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "server/registry/resource_resolver.h"
+#include "informer/util/host_port.h"
+#include "informer/util/loopback.h"
 #include "server/kubeapi/discovery_documents.h"
 #include "server/kubeapi/kube_api_internal.h"
 #include "server/kubeapi/table_writer.h"
+#include "server/registry/resource_resolver.h"
 
 namespace server {
 namespace kubeapi {
@@ -116,11 +117,6 @@ const char* MethodName(evhttp_cmd_type cmd) {
   return "UNKNOWN";
 }
 
-bool IsLoopback(absl::string_view host) {
-  return host == "localhost" || absl::StartsWith(host, "127.") ||
-         host == "::1" || host == "[::1]";
-}
-
 }  // namespace
 
 KubeApiServer::KubeApiServer(Options options) : options_(std::move(options)) {}
@@ -130,15 +126,9 @@ absl::StatusOr<std::unique_ptr<KubeApiServer>> KubeApiServer::Create(
   if (options.registry == nullptr) {
     return absl::InvalidArgumentError("kube API facade: no informer registry");
   }
-  std::pair<std::string, std::string> hp =
-      absl::StrSplit(options.listen, absl::MaxSplits(':', 1));
-  if (options.listen.rfind(':') != std::string::npos) {
-    size_t colon = options.listen.rfind(':');
-    hp = {options.listen.substr(0, colon), options.listen.substr(colon + 1)};
-  }
-  int port;
-  if (hp.first.empty() || !absl::SimpleAtoi(hp.second, &port) || port < 0 ||
-      port > 65535) {
+  absl::StatusOr<informer::HostPort> address =
+      informer::ParseHostPort(options.listen);
+  if (!address.ok() || address->host.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--kube_api_listen=", options.listen, ": expected HOST:PORT"));
   }
@@ -267,14 +257,21 @@ void KubeApiServer::NewHttp() {
   }
 }
 
+bool KubeApiServer::IsLoopbackListen(absl::string_view listen) {
+  absl::StatusOr<informer::HostPort> address = informer::ParseHostPort(listen);
+  return address.ok() && informer::IsLoopbackHost(address->host);
+}
+
 absl::Status KubeApiServer::Listen() {
-  size_t colon = options_.listen.rfind(':');
-  std::string host = options_.listen.substr(0, colon);
-  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
-    host = host.substr(1, host.size() - 2);
+  absl::StatusOr<informer::HostPort> address =
+      informer::ParseHostPort(options_.listen);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kube_api_listen=", options_.listen, ": ",
+                     address.status().message()));
   }
-  int want_port = 0;
-  (void)absl::SimpleAtoi(options_.listen.substr(colon + 1), &want_port);
+  const std::string& host = address->host;
+  const int want_port = address->port;
   evhttp_bound_socket* sock =
       evhttp_bind_socket_with_handle(http_, host.c_str(), want_port);
   if (sock == nullptr) {
@@ -291,12 +288,9 @@ absl::Status KubeApiServer::Listen() {
                     ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                     : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   advertised_ = options_.advertised_address.empty()
-                    ? absl::StrCat(host.find(':') != std::string::npos
-                                       ? absl::StrCat("[", host, "]")
-                                       : host,
-                                   ":", port_.load())
+                    ? informer::JoinHostPort(host, port_.load())
                     : options_.advertised_address;
-  if (ssl_ctx_ == nullptr && !IsLoopback(host)) {
+  if (ssl_ctx_ == nullptr && !IsLoopbackListen(options_.listen)) {
     LOG(WARNING) << "--kube_api_listen=" << options_.listen
                  << " is not a loopback address and has no TLS: anybody who "
                     "can reach it reads the cache in clear text; set "
@@ -730,10 +724,10 @@ void KubeApiServer::HandleGet(Request& r) {
   }
   evbuffer* body = evbuffer_new();
   if (r.opts.table) {
-    AppendTable(r.form, {obj},
-                absl::StrCat(R"({"resourceVersion":")",
-                             obj->resource_version(), "\"}"),
-                r.opts.include_object, absl::Now(), body);
+    AppendTable(
+        r.form, {obj},
+        absl::StrCat(R"({"resourceVersion":")", obj->resource_version(), "\"}"),
+        r.opts.include_object, absl::Now(), body);
   } else {
     AppendObject(r.form, obj, /*type_meta=*/true, 0, body);
   }

@@ -12,18 +12,18 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "informer/cache/shared_informer.h"
 #include "informer/client/discovery.h"
-#include "server/registry/informer_registry.h"
 #include "server/kubeapi/api_status.h"
 #include "server/kubeapi/list_options.h"
 #include "server/kubeapi/request_path.h"
 #include "server/kubeapi/resource_cache.h"
 #include "server/ops/metrics.h"
+#include "server/registry/informer_registry.h"
 #include "server/security/authz.h"
 
 struct event_base;
@@ -133,6 +133,11 @@ class KubeApiServer {
   // InvalidArgument for a malformed listen address, TLS files that do not
   // load, or a resource the registry does not have.
   static absl::StatusOr<std::unique_ptr<KubeApiServer>> Create(Options options);
+
+  // Whether HOST:PORT `listen` is reachable from this host only, by
+  // informer::IsLoopbackHost (a name such as "127.evil.example" is not):
+  // without TLS anything else is warned about at Listen.
+  static bool IsLoopbackListen(absl::string_view listen);
   ~KubeApiServer();
   KubeApiServer(const KubeApiServer&) = delete;
   KubeApiServer& operator=(const KubeApiServer&) = delete;

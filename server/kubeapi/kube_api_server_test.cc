@@ -17,11 +17,11 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "informer/cache/testing/fake_source.h"
-#include "server/registry/informer_registry.h"
 #include "server/kubeapi/api_status.h"
 #include "server/kubeapi/kube_api_test_client.h"
 #include "server/kubeapi/list_options.h"
 #include "server/ops/metrics.h"
+#include "server/registry/informer_registry.h"
 #include "server/security/authz.h"
 
 namespace server {
@@ -123,6 +123,19 @@ class KubeApiServerTest : public ::testing::Test {
   std::unique_ptr<InformerRegistry> registry_;
   std::unique_ptr<KubeApiServer> server_;
 };
+
+TEST(KubeApiServerListenTest, OnlyLoopbackLiteralsAndLocalhostAreLoopback) {
+  for (const char* listen :
+       {"127.0.0.1:8001", "127.1.2.3:0", "localhost:8001", "[::1]:8001"}) {
+    EXPECT_TRUE(KubeApiServer::IsLoopbackListen(listen)) << listen;
+  }
+  // A name is never loopback by its spelling: it may resolve anywhere.
+  for (const char* listen :
+       {"127.evil.example:8001", "127.0.0.1.example.com:8001", "0.0.0.0:8001",
+        ":8001", "10.0.0.1:8001", "127.0.0.1"}) {
+    EXPECT_FALSE(KubeApiServer::IsLoopbackListen(listen)) << listen;
+  }
+}
 
 TEST_F(KubeApiServerTest, DiscoveryListsOnlyWhatIsServed) {
   StartAll();
@@ -232,8 +245,7 @@ TEST_F(KubeApiServerTest, ResponsesAreNotHeldForDelayedAcks) {
   ASSERT_GE(server_fd, 0);
   int nodelay = 0;
   socklen_t len = sizeof(nodelay);
-  ASSERT_EQ(getsockopt(server_fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len),
-            0);
+  ASSERT_EQ(getsockopt(server_fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
   EXPECT_NE(nodelay, 0);
 }
 
@@ -673,11 +685,12 @@ TEST_F(KubeApiServerTest, KubectlGetsServerSideTables) {
   ASSERT_EQ(list.code, 200) << list.body;
   EXPECT_EQ(list.headers["content-type"], "application/json");
   EXPECT_EQ(
-      list.body.rfind(absl::StrCat(
-          R"({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":")",
-          source_->CurrentResourceVersion(),
-          R"("},"columnDefinitions":[{"name":"Name","type":"string","format":"name",)"),
-                      0),
+      list.body.rfind(
+          absl::StrCat(
+              R"({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":")",
+              source_->CurrentResourceVersion(),
+              R"("},"columnDefinitions":[{"name":"Name","type":"string","format":"name",)"),
+          0),
       0u)
       << list.body;
   for (const char* name : {"a1", "a2", "b3"}) {
@@ -690,8 +703,8 @@ TEST_F(KubeApiServerTest, KubectlGetsServerSideTables) {
           R"("object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a1",)"),
       std::string::npos);
   informer::ObjectPtr a1 = source_->Snapshot()["a/a1"];
-  SimpleResponse get = Get("/api/v1/namespaces/a/pods/a1?includeObject=None",
-                           kubectl);
+  SimpleResponse get =
+      Get("/api/v1/namespaces/a/pods/a1?includeObject=None", kubectl);
   ASSERT_EQ(get.code, 200);
   EXPECT_NE(get.body.find(absl::StrCat(R"("metadata":{"resourceVersion":")",
                                        a1->resource_version(), "\"}")),
@@ -699,13 +712,14 @@ TEST_F(KubeApiServerTest, KubectlGetsServerSideTables) {
   EXPECT_NE(get.body.find(R"("object":null}]})"), std::string::npos);
   EXPECT_EQ(Get("/api/v1/pods?includeObject=All", kubectl).code, 400);
   // Only the v1beta1 Table offered: not served.
-  EXPECT_EQ(Get("/api/v1/pods",
-                {{"Accept", "application/json;as=Table;v=v1beta1;g=meta.k8s.io"}})
-                .code,
-            406);
+  EXPECT_EQ(
+      Get("/api/v1/pods",
+          {{"Accept", "application/json;as=Table;v=v1beta1;g=meta.k8s.io"}})
+          .code,
+      406);
   auto watch = RawHttpClient::Connect(server_->port());
-  ASSERT_TRUE(watch->Send("GET", "/api/v1/namespaces/b/pods?watch=1", kubectl)
-                  .ok());
+  ASSERT_TRUE(
+      watch->Send("GET", "/api/v1/namespaces/b/pods?watch=1", kubectl).ok());
   ASSERT_EQ(watch->ReadHead()->code, 200);
   auto event = watch->ReadChunk();
   ASSERT_TRUE(event.ok());

@@ -8,33 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "informer/util/host_port.h"
 
 namespace server {
-
-absl::Status ParseHostPort(absl::string_view address, absl::string_view what,
-                           std::string* host, int* port) {
-  const size_t colon = address.rfind(':');
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, "=\"", address, "\": ", why,
-                     " (expected host:port, [ipv6]:port or :port)"));
-  };
-  if (colon == absl::string_view::npos) return bad("no port");
-  absl::string_view h = address.substr(0, colon);
-  absl::string_view p = address.substr(colon + 1);
-  int n = 0;
-  if (!absl::SimpleAtoi(p, &n) || n < 0 || n > 65535) {
-    return bad("the port is not a number in 0-65535");
-  }
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
-    h = h.substr(1, h.size() - 2);
-  } else if (h.find(':') != absl::string_view::npos) {
-    return bad("an IPv6 host must be in brackets");
-  }
-  *host = h.empty() ? "0.0.0.0" : std::string(h);
-  *port = n;
-  return absl::OkStatus();
-}
 
 HttpServer::HttpServer(Options options) : options_(std::move(options)) {}
 
@@ -45,13 +21,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Options options) {
   if (options.threads < 1) {
     return absl::InvalidArgumentError("HttpServer: threads must be >= 1");
   }
-  std::string host;
-  int port = 0;
-  if (absl::Status st =
-          ParseHostPort(options.listen, "http listen address", &host, &port);
-      !st.ok()) {
-    return st;
-  }
+  absl::StatusOr<informer::HostPort> address =
+      informer::ParseHostPort(options.listen);
+  if (!address.ok()) return address.status();
+  // ":port" listens on every interface.
+  const std::string host = address->host.empty() ? "0.0.0.0" : address->host;
+  const int port = address->port;
   std::unique_ptr<HttpServer> s(new HttpServer(std::move(options)));
   s->server_ = std::make_unique<httplib::Server>();
   httplib::Server& svr = *s->server_;

@@ -68,12 +68,6 @@ class HttpServer {
   std::atomic<bool> listen_returned_{false};
 };
 
-// Splits "host:port", "[v6]:port" or ":port" (host "" meaning all
-// interfaces, returned as "0.0.0.0"). InvalidArgument naming `what` (e.g.
-// "--http_listen") and the value when malformed.
-absl::Status ParseHostPort(absl::string_view address, absl::string_view what,
-                           std::string* host, int* port);
-
 }  // namespace server
 
 #endif  // SERVER_OPS_HTTP_SERVER_H_

@@ -137,20 +137,18 @@ TEST(HttpServerOptionsTest, BindConflictIsUnavailable) {
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST(ParseHostPortTest, Forms) {
-  std::string host;
-  int port = -1;
-  ASSERT_TRUE(ParseHostPort(":9090", "--http_listen", &host, &port).ok());
-  EXPECT_EQ(host, "0.0.0.0");
-  EXPECT_EQ(port, 9090);
-  ASSERT_TRUE(ParseHostPort("127.0.0.1:0", "x", &host, &port).ok());
-  EXPECT_EQ(host, "127.0.0.1");
-  EXPECT_EQ(port, 0);
-  ASSERT_TRUE(ParseHostPort("[::1]:80", "x", &host, &port).ok());
-  EXPECT_EQ(host, "::1");
-  absl::Status st = ParseHostPort("::1:80", "--http_listen", &host, &port);
-  EXPECT_THAT(std::string(st.message()), HasSubstr("--http_listen"));
-  EXPECT_FALSE(ParseHostPort("h:port", "x", &host, &port).ok());
+TEST(HttpServerStartTest, MalformedListenAddressIsRefusedNamingIt) {
+  metrics::Registry registry;
+  for (const char* listen : {"::1:0", "localhost", "h:port"}) {
+    HttpServer::Options options;
+    options.listen = listen;
+    options.registry = &registry;
+    absl::StatusOr<std::unique_ptr<HttpServer>> s = HttpServer::Start(options);
+    ASSERT_FALSE(s.ok()) << listen;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()),
+                HasSubstr(std::string("\"") + listen + "\""));
+  }
 }
 
 }  // namespace

@@ -6,9 +6,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <exception>
 #include <set>
 #include <utility>
@@ -19,6 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "informer/util/read_file.h"
+#include "informer/util/yaml_reader.h"
 
 namespace server {
 namespace {
@@ -37,20 +36,6 @@ Digest Sha256(absl::string_view data) {
   return out;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read \"", path, "\": ", std::strerror(errno)));
-  }
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  std::fclose(f);
-  return out;
-}
-
 std::string DirName(absl::string_view path) {
   const size_t slash = path.rfind('/');
   if (slash == absl::string_view::npos) return ".";
@@ -62,61 +47,71 @@ bool Contains(const std::vector<std::string>& list, absl::string_view item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-// Collects the first error of a tokens file with its position.
-class Reader {
- public:
-  explicit Reader(absl::string_view origin) : origin_(origin) {}
-
-  absl::Status Error(const YAML::Node& node, absl::string_view field,
-                     absl::string_view problem) const {
-    std::string where(origin_);
-    const YAML::Mark mark = node.Mark();
-    if (mark.line >= 0) absl::StrAppend(&where, ":", mark.line + 1);
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": ", field, ": ", problem));
+// A token's value from "token" or "tokenFile" (relative to `base_dir`):
+// exactly one of them, not empty, without whitespace.
+bool ReadTokenValue(informer::YamlReader* r, const YAML::Node& entry,
+                    const std::string& named, absl::string_view base_dir,
+                    std::string* value) {
+  std::string file;
+  if (!r->String(entry, "token", named, value) ||
+      !r->String(entry, "tokenFile", named, &file)) {
+    return false;
   }
-
-  // A scalar string; absent/null -> "" (when optional).
-  absl::Status String(const YAML::Node& map, const char* key,
-                      absl::string_view field, std::string* out) const {
-    const YAML::Node n = map[key];
-    if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
-    if (!n.IsScalar()) return Error(n, field, "expected a string");
-    *out = n.Scalar();
-    return absl::OkStatus();
+  if (entry["token"].IsDefined() == entry["tokenFile"].IsDefined()) {
+    return r->Fail(entry, named,
+                   "set exactly one of \"token\" and \"tokenFile\"");
   }
-
-  // A list of non-empty strings (a single string is accepted as a list of
-  // one); absent -> empty.
-  absl::Status Strings(const YAML::Node& map, const char* key,
-                       absl::string_view field,
-                       std::vector<std::string>* out) const {
-    const YAML::Node n = map[key];
-    if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
-    if (n.IsScalar()) {
-      out->push_back(n.Scalar());
-    } else if (n.IsSequence()) {
-      for (size_t i = 0; i < n.size(); ++i) {
-        if (!n[i].IsScalar()) {
-          return Error(n[i], absl::StrCat(field, "[", i, "]"),
-                       "expected a string");
-        }
-        out->push_back(n[i].Scalar());
-      }
-    } else {
-      return Error(n, field, "expected a list of strings");
+  const std::string field = named + (file.empty() ? ".token" : ".tokenFile");
+  if (!file.empty()) {
+    const std::string path =
+        absl::StartsWith(file, "/") ? file : absl::StrCat(base_dir, "/", file);
+    absl::StatusOr<std::string> content = informer::ReadFile(path);
+    if (!content.ok()) {
+      return r->Fail(entry["tokenFile"], field, content.status().message());
     }
-    for (const std::string& s : *out) {
-      if (absl::StripAsciiWhitespace(s).empty()) {
-        return Error(n, field, "empty entry");
-      }
-    }
-    return absl::OkStatus();
+    *value = std::string(absl::StripAsciiWhitespace(*content));
   }
+  if (value->empty()) return r->Fail(entry, field, "the token is empty");
+  if (std::any_of(value->begin(), value->end(), [](char c) {
+        return absl::ascii_isspace(static_cast<unsigned char>(c));
+      })) {
+    return r->Fail(entry, field, "the token contains whitespace");
+  }
+  return true;
+}
 
- private:
-  std::string origin_;
-};
+// The resources a token may read: required; Secrets only with
+// --allow_secrets; each one configured, when resources are configured.
+bool ReadResources(informer::YamlReader* r, const YAML::Node& entry,
+                   const std::string& named, const Authorizer::Options& opts,
+                   std::vector<std::string>* resources) {
+  if (!r->StringList(entry, "resources", named, resources)) return false;
+  const std::string field = named + ".resources";
+  if (resources->empty()) {
+    return r->Fail(entry, field,
+                   "required: the resources this token may read (\"*\" "
+                   "= all but secrets)");
+  }
+  for (const std::string& resource : *resources) {
+    if (resource == "*") continue;
+    if (IsSecretsResource(resource) && !opts.allow_secrets) {
+      return r->Fail(entry["resources"], field,
+                     absl::StrCat("\"", resource,
+                                  "\": Secrets are withheld unless the "
+                                  "sidecar runs with --allow_secrets"));
+    }
+    if (!opts.configured_resources.empty() &&
+        !Contains(opts.configured_resources, resource)) {
+      return r->Fail(
+          entry["resources"], field,
+          absl::StrCat("\"", resource,
+                       "\" is not a configured resource (configured: ",
+                       absl::StrJoin(opts.configured_resources, ", "),
+                       "; name them exactly as configured)"));
+    }
+  }
+  return true;
+}
 
 absl::Status Unauthenticated(absl::string_view why) {
   return absl::UnauthenticatedError(why);
@@ -160,7 +155,7 @@ std::unique_ptr<Authorizer> Authorizer::AllowAll(Options options) {
 
 absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromTokensFile(
     const std::string& path, Options options) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = informer::ReadFile(path);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tokens_file: ", text.status().message()));
@@ -172,163 +167,81 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromTokensYaml(
     absl::string_view yaml, absl::string_view origin,
     absl::string_view base_dir, Options options) {
   std::unique_ptr<Authorizer> authorizer = AllowAll(std::move(options));
-  const Options& opts = authorizer->options_;
-  const Reader r(origin);
-  YAML::Node root;
+  absl::StatusOr<YAML::Node> loaded = informer::LoadYaml(yaml, origin);
+  if (!loaded.ok()) return loaded.status();
+  informer::YamlReader r(origin);
   try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": not valid YAML: ", e.what()));
-  }
-  try {
+    const YAML::Node& root = *loaded;
     if (!root.IsMap()) {
-      return r.Error(root, "(top level)",
-                     "expected a mapping with a \"tokens\" list");
+      r.Fail(root, "(top level)", "expected a mapping with a \"tokens\" list");
+      return r.status();
     }
-    for (const auto& kv : root) {
-      if (kv.first.Scalar() != "tokens") {
-        return r.Error(kv.first, kv.first.Scalar(),
-                       "unknown field (expected \"tokens\")");
-      }
-    }
+    if (!r.KnownKeys(root, "", {"tokens"})) return r.status();
     const YAML::Node list = root["tokens"];
     if (!list.IsDefined() || !list.IsSequence() || list.size() == 0) {
-      return r.Error(list.IsDefined() ? list : root, "tokens",
-                     "expected a non-empty list of tokens");
+      r.Fail(list.IsDefined() ? list : root, "tokens",
+             "expected a non-empty list of tokens");
+      return r.status();
     }
     std::set<std::string> names;
     for (size_t i = 0; i < list.size(); ++i) {
-      const YAML::Node entry = list[i];
-      const std::string field = absl::StrCat("tokens[", i, "]");
-      if (!entry.IsMap()) {
-        return r.Error(entry, field,
-                       "expected a mapping (name, token or tokenFile, "
-                       "resources, namespaces)");
+      if (!authorizer->AddToken(&r, list[i], absl::StrCat("tokens[", i, "]"),
+                                base_dir, &names)) {
+        return r.status();
       }
-      for (const auto& kv : entry) {
-        const std::string key = kv.first.Scalar();
-        if (key != "name" && key != "token" && key != "tokenFile" &&
-            key != "resources" && key != "namespaces" &&
-            key != "recordEvents") {
-          return r.Error(kv.first, absl::StrCat(field, ".", key),
-                         "unknown field (expected name, token, tokenFile, "
-                         "resources, namespaces, recordEvents)");
-        }
-      }
-      Token token;
-      TokenGrant& grant = token.grant;
-      if (absl::Status st =
-              r.String(entry, "name", field + ".name", &grant.name);
-          !st.ok()) {
-        return st;
-      }
-      if (grant.name.empty()) {
-        return r.Error(entry, field + ".name", "required");
-      }
-      const std::string named = absl::StrCat(field, " (\"", grant.name, "\")");
-      if (!names.insert(grant.name).second) {
-        return r.Error(entry["name"], named + ".name", "duplicate name");
-      }
-
-      std::string value, file;
-      if (absl::Status st = r.String(entry, "token", named + ".token", &value);
-          !st.ok()) {
-        return st;
-      }
-      if (absl::Status st =
-              r.String(entry, "tokenFile", named + ".tokenFile", &file);
-          !st.ok()) {
-        return st;
-      }
-      if (entry["token"].IsDefined() == entry["tokenFile"].IsDefined()) {
-        return r.Error(entry, named,
-                       "set exactly one of \"token\" and \"tokenFile\"");
-      }
-      if (!file.empty()) {
-        const std::string path = absl::StartsWith(file, "/")
-                                     ? file
-                                     : absl::StrCat(base_dir, "/", file);
-        absl::StatusOr<std::string> content = ReadFile(path);
-        if (!content.ok()) {
-          return r.Error(entry["tokenFile"], named + ".tokenFile",
-                         content.status().message());
-        }
-        value = std::string(absl::StripAsciiWhitespace(*content));
-      }
-      if (value.empty()) {
-        return r.Error(entry, named + (file.empty() ? ".token" : ".tokenFile"),
-                       "the token is empty");
-      }
-      if (std::any_of(value.begin(), value.end(), [](char c) {
-            return absl::ascii_isspace(static_cast<unsigned char>(c));
-          })) {
-        return r.Error(entry, named + (file.empty() ? ".token" : ".tokenFile"),
-                       "the token contains whitespace");
-      }
-      if (value.size() < 16) {
-        LOG(WARNING) << origin << ": " << named << ": the token is shorter "
-                     << "than 16 characters; use a long random string";
-      }
-      token.digest = Sha256(value);
-      // Wipe the plaintext copy; only the digest is kept.
-      OPENSSL_cleanse(value.data(), value.size());
-      for (const Token& other : authorizer->tokens_) {
-        if (CRYPTO_memcmp(other.digest.data(), token.digest.data(),
-                          token.digest.size()) == 0) {
-          return r.Error(entry, named,
-                         absl::StrCat("the same token as \"", other.grant.name,
-                                      "\"; every token must be distinct"));
-        }
-      }
-
-      if (absl::Status st = r.Strings(entry, "resources", named + ".resources",
-                                      &grant.resources);
-          !st.ok()) {
-        return st;
-      }
-      if (grant.resources.empty()) {
-        return r.Error(entry, named + ".resources",
-                       "required: the resources this token may read (\"*\" "
-                       "= all but secrets)");
-      }
-      for (const std::string& resource : grant.resources) {
-        if (resource == "*") continue;
-        if (IsSecretsResource(resource) && !opts.allow_secrets) {
-          return r.Error(entry["resources"], named + ".resources",
-                         absl::StrCat("\"", resource,
-                                      "\": Secrets are withheld unless the "
-                                      "sidecar runs with --allow_secrets"));
-        }
-        if (!opts.configured_resources.empty() &&
-            !Contains(opts.configured_resources, resource)) {
-          return r.Error(
-              entry["resources"], named + ".resources",
-              absl::StrCat("\"", resource,
-                           "\" is not a configured resource (configured: ",
-                           absl::StrJoin(opts.configured_resources, ", "),
-                           "; name them exactly as configured)"));
-        }
-      }
-      if (absl::Status st = r.Strings(entry, "namespaces",
-                                      named + ".namespaces", &grant.namespaces);
-          !st.ok()) {
-        return st;
-      }
-      if (const YAML::Node events = entry["recordEvents"];
-          events.IsDefined() && !events.IsNull()) {
-        if (!events.IsScalar() ||
-            !YAML::convert<bool>::decode(events, grant.record_events)) {
-          return r.Error(events, named + ".recordEvents",
-                         "expected true or false");
-        }
-      }
-      authorizer->tokens_.push_back(std::move(token));
     }
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
   }
   return authorizer;
+}
+
+bool Authorizer::AddToken(informer::YamlReader* r, const YAML::Node& entry,
+                          const std::string& field, absl::string_view base_dir,
+                          std::set<std::string>* names) {
+  if (!entry.IsMap()) {
+    return r->Fail(entry, field,
+                   "expected a mapping (name, token or tokenFile, resources, "
+                   "namespaces)");
+  }
+  if (!r->KnownKeys(entry, field,
+                    {"name", "token", "tokenFile", "resources", "namespaces",
+                     "recordEvents"})) {
+    return false;
+  }
+  Token token;
+  TokenGrant& grant = token.grant;
+  if (!r->String(entry, "name", field, &grant.name)) return false;
+  if (grant.name.empty()) return r->Fail(entry, field + ".name", "required");
+  const std::string named = absl::StrCat(field, " (\"", grant.name, "\")");
+  if (!names->insert(grant.name).second) {
+    return r->Fail(entry["name"], named + ".name", "duplicate name");
+  }
+  std::string value;
+  if (!ReadTokenValue(r, entry, named, base_dir, &value)) return false;
+  if (value.size() < 16) {
+    LOG(WARNING) << r->Where(entry) << ": " << named
+                 << ": the token is shorter than 16 characters; use a long "
+                    "random string";
+  }
+  token.digest = Sha256(value);
+  // Wipe the plaintext copy; only the digest is kept.
+  OPENSSL_cleanse(value.data(), value.size());
+  for (const Token& other : tokens_) {
+    if (CRYPTO_memcmp(other.digest.data(), token.digest.data(),
+                      token.digest.size()) == 0) {
+      return r->Fail(entry, named,
+                     absl::StrCat("the same token as \"", other.grant.name,
+                                  "\"; every token must be distinct"));
+    }
+  }
+  if (!ReadResources(r, entry, named, options_, &grant.resources) ||
+      !r->StringList(entry, "namespaces", named, &grant.namespaces) ||
+      !r->Bool(entry, "recordEvents", named, &grant.record_events)) {
+    return false;
+  }
+  tokens_.push_back(std::move(token));
+  return true;
 }
 
 std::vector<std::string> Authorizer::token_names() const {

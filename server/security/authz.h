@@ -5,6 +5,7 @@
 
 #include <array>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "informer/object/object.h"
+#include "informer/util/yaml_reader.h"
 
 namespace server {
 
@@ -128,6 +130,13 @@ class Authorizer {
   };
 
   explicit Authorizer(Options options) : options_(std::move(options)) {}
+
+  // Reads tokens[i] (`field`) of a tokens file into tokens_: a unique name,
+  // a token distinct from every other (kept as its digest only), and its
+  // grant. False once `r` holds the error.
+  bool AddToken(informer::YamlReader* r, const YAML::Node& entry,
+                const std::string& field, absl::string_view base_dir,
+                std::set<std::string>* names);
 
   absl::Status CheckResource(const TokenGrant& grant,
                              absl::string_view resource) const;

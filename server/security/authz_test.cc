@@ -122,11 +122,11 @@ TEST(TokensFileTest, MistakesAreClearErrorsNamingTheField) {
        "tokens[0] (\"a\").namespaces[0]: expected a string"},
       {"tokens:\n- name: a\n  token: abcdefghijklmnopq\n  resources: [pods]\n"
        "- name: a\n  token: bbcdefghijklmnopq\n  resources: [pods]\n",
-       "tokens.yaml:5: tokens[1] (\"a\").name: duplicate name"},
+       "tokens.yaml:5:9: tokens[1] (\"a\").name: duplicate name"},
       {"tokens:\n- name: a\n  token: abcdefghijklmnopq\n  resources: [pods]\n"
        "- name: b\n  token: abcdefghijklmnopq\n  resources: [pods]\n",
        "the same token as \"a\""},
-      {"tokens: [\n", "not valid YAML"},
+      {"tokens: [\n", "tokens.yaml:2:1: invalid YAML"},
   };
   for (const Case& c : cases) {
     auto authz = Load(c.yaml);

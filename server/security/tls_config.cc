@@ -18,6 +18,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "informer/util/host_port.h"
+#include "informer/util/loopback.h"
+#include "informer/util/read_file.h"
 
 namespace server {
 namespace {
@@ -39,24 +42,15 @@ using BioPtr = std::unique_ptr<BIO, BioFree>;
 using X509Ptr = std::unique_ptr<X509, X509Free>;
 using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
 
-absl::StatusOr<std::string> ReadFile(absl::string_view flag,
-                                     const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, ": cannot read \"", path, "\": ", std::strerror(errno)));
-  }
-  std::string out;
-  char buf[16384];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) {
+// The file named by `flag`, with the flag in front of any error.
+absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
+                                         const std::string& path) {
+  absl::StatusOr<std::string> text = informer::ReadFile(path);
+  if (!text.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": error reading \"", path, "\""));
+        absl::StrCat(flag, ": ", text.status().message()));
   }
-  return out;
+  return text;
 }
 
 BioPtr MemBio(const std::string& pem) {
@@ -110,14 +104,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> BuildServerCredentials(
                      " and ", kKeyFlag, " too"));
   }
 
-  absl::StatusOr<std::string> cert_pem = ReadFile(kCertFlag, files.cert_file);
+  absl::StatusOr<std::string> cert_pem =
+      ReadFlagFile(kCertFlag, files.cert_file);
   if (!cert_pem.ok()) return cert_pem.status();
   absl::StatusOr<std::vector<X509Ptr>> chain =
       ParseCerts(kCertFlag, files.cert_file, *cert_pem);
   if (!chain.ok()) return chain.status();
   WarnIfExpired(kCertFlag, files.cert_file, chain->front().get());
 
-  absl::StatusOr<std::string> key_pem = ReadFile(kKeyFlag, files.key_file);
+  absl::StatusOr<std::string> key_pem = ReadFlagFile(kKeyFlag, files.key_file);
   if (!key_pem.ok()) return key_pem.status();
   BioPtr key_bio = MemBio(*key_pem);
   PkeyPtr key(
@@ -143,7 +138,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> BuildServerCredentials(
   options.pem_key_cert_pairs.push_back({*std::move(key_pem), *cert_pem});
   if (!files.client_ca_file.empty()) {
     absl::StatusOr<std::string> ca_pem =
-        ReadFile(kClientCaFlag, files.client_ca_file);
+        ReadFlagFile(kClientCaFlag, files.client_ca_file);
     if (!ca_pem.ok()) return ca_pem.status();
     absl::StatusOr<std::vector<X509Ptr>> cas =
         ParseCerts(kClientCaFlag, files.client_ca_file, *ca_pem);
@@ -170,30 +165,9 @@ bool IsLocalListenAddress(absl::string_view listen) {
       absl::StartsWith(listen, "unix-abstract:")) {
     return true;
   }
-  absl::string_view host = listen;
-  if (absl::ConsumePrefix(&host, "[")) {  // [v6]:port
-    const size_t end = host.find(']');
-    if (end == absl::string_view::npos) return false;
-    host = host.substr(0, end);
-    return host == "::1";
-  }
-  const size_t colon = host.rfind(':');
-  if (colon != absl::string_view::npos) host = host.substr(0, colon);
-  if (host == "localhost") return true;
-  // 127.0.0.0/8.
-  if (!absl::ConsumePrefix(&host, "127.")) return false;
-  int parts = 0;
-  for (absl::string_view rest = host; !rest.empty(); ++parts) {
-    const size_t dot = rest.find('.');
-    absl::string_view octet = rest.substr(0, dot);
-    int value = 0;
-    if (!absl::SimpleAtoi(octet, &value) || value < 0 || value > 255) {
-      return false;
-    }
-    rest = dot == absl::string_view::npos ? absl::string_view()
-                                          : rest.substr(dot + 1);
-  }
-  return parts == 3;
+  absl::StatusOr<informer::HostPort> address = informer::ParseHostPort(listen);
+  return informer::IsLoopbackHost(
+      address.ok() ? absl::string_view(address->host) : listen);
 }
 
 }  // namespace server

@@ -213,7 +213,8 @@ TEST(IsLocalListenAddressTest, LoopbackAndUnixOnly) {
   }
   for (const char* remote :
        {"0.0.0.0:50051", "[::]:50051", "10.0.0.1:50051", "example.com:1",
-        "127.0.0.1.example.com:1", "1270.0.0.1:1", ":50051"}) {
+        "127.0.0.1.example.com:1", "127.evil.example:50051", "1270.0.0.1:1",
+        ":50051"}) {
     EXPECT_FALSE(IsLocalListenAddress(remote)) << remote;
   }
 }
