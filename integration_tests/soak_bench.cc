@@ -371,7 +371,14 @@ struct Load {
   int Port() const { return port; }
 };
 
-int Run(const char* argv0) {
+// The emulator (seeded) and the sidecar on it, logging to `log`.
+struct Setup {
+  std::unique_ptr<integration::EmulatorProcess> emulator;
+  std::unique_ptr<integration::SidecarProcess> sidecar;
+  std::string log;
+};
+
+absl::StatusOr<Setup> StartAll(const char* argv0) {
   absl::StatusOr<std::string> emu_bin =
       integration::FindRunfile("emulator/kube_emulator", argv0);
   absl::StatusOr<std::string> sidecar_bin =
@@ -379,128 +386,153 @@ int Run(const char* argv0) {
   if (!absl::GetFlag(FLAGS_sidecar).empty()) {
     sidecar_bin = absl::GetFlag(FLAGS_sidecar);
   }
-  if (!emu_bin.ok() || !sidecar_bin.ok()) return 1;
+  if (!emu_bin.ok()) return emu_bin.status();
+  if (!sidecar_bin.ok()) return sidecar_bin.status();
   char dir[] = "/tmp/soak_bench_XXXXXX";
-  if (mkdtemp(dir) == nullptr) return 1;
+  if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp");
+  Setup setup;
   absl::StatusOr<std::unique_ptr<integration::EmulatorProcess>> emu_proc =
       integration::EmulatorProcess::Start(*emu_bin, {}, /*quiet=*/true);
-  if (!emu_proc.ok()) return 1;
-  Emulator emu((*emu_proc)->port());
-  const int n = absl::GetFlag(FLAGS_objects);
+  if (!emu_proc.ok()) return emu_proc.status();
+  setup.emulator = *std::move(emu_proc);
+  Emulator emu(setup.emulator->port());
   emu.Post("/api/v1/namespaces",
            absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)"
                         R"("metadata":{"name":")",
                         kNamespace, R"("}})"));
-  for (int i = 0; i < n; ++i) emu.Post(emu.Collection(), ConfigMapJson(i, 0));
+  for (int i = 0; i < absl::GetFlag(FLAGS_objects); ++i) {
+    emu.Post(emu.Collection(), ConfigMapJson(i, 0));
+  }
   absl::StatusOr<std::string> kubeconfig =
-      integration::WriteKubeconfig(dir, (*emu_proc)->url());
-  if (!kubeconfig.ok()) return 1;
+      integration::WriteKubeconfig(dir, setup.emulator->url());
+  if (!kubeconfig.ok()) return kubeconfig.status();
   const std::string config = absl::StrCat(dir, "/config.yaml");
   std::ofstream(config) << "resources:\n- resource: configmaps\n  namespace: "
                         << kNamespace << "\n";
-  const std::string log = absl::StrCat(dir, "/sidecar.log");
+  setup.log = absl::StrCat(dir, "/sidecar.log");
   integration::SidecarProcess::Options options;
   options.flags = {"--kubeconfig=" + *kubeconfig, "--config=" + config,
                    "--print_events=false", "--http_listen=127.0.0.1:0"};
-  options.stderr_file = log;
+  options.stderr_file = setup.log;
   options.start_timeout = absl::Minutes(5);
   absl::StatusOr<std::unique_ptr<integration::SidecarProcess>> sidecar =
       integration::SidecarProcess::Start(*sidecar_bin, std::move(options));
-  if (!sidecar.ok()) return 1;
-  const pid_t pid = (*sidecar)->pid();
+  if (!sidecar.ok()) return sidecar.status();
+  setup.sidecar = *std::move(sidecar);
+  return setup;
+}
+
+// One checkpoint's catching up, churn and faults paused.
+struct CatchUp {
+  bool cache_ok = false;
+  int mirrors_ok = 0;
+  absl::Duration cache_stale = absl::InfiniteDuration();  // cache = server
+  absl::Duration all_stale;  // cache and every mirror = server
+};
+
+CatchUp AwaitCatchUp(Emulator* emu, v1::Informer::Stub* stub,
+                     const std::vector<std::unique_ptr<Consumer>>& consumers) {
+  CatchUp r;
+  for (auto& c : consumers) c->SetOpen(true);
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<Mirror> truth = emu->State();
+  // Polled with a deadline: the sidecar and the consumers catch up.
+  const absl::Time deadline = t0 + absl::Minutes(3);
+  while (truth.ok() && absl::Now() < deadline) {
+    absl::StatusOr<Mirror> cache = SidecarCache(stub);
+    r.cache_ok = cache.ok() && *cache == *truth;
+    if (r.cache_ok && r.cache_stale == absl::InfiniteDuration()) {
+      r.cache_stale = absl::Now() - t0;
+    }
+    r.mirrors_ok = 0;
+    for (auto& c : consumers) r.mirrors_ok += c->mirror() == *truth ? 1 : 0;
+    if (r.cache_ok && r.mirrors_ok == static_cast<int>(consumers.size())) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  r.all_stale = absl::Now() - t0;
+  for (auto& c : consumers) c->SetOpen(false);
+  return r;
+}
+
+int Run(const char* argv0) {
+  absl::StatusOr<Setup> setup = StartAll(argv0);
+  if (!setup.ok()) {
+    std::fprintf(stderr, "%s\n", setup.status().ToString().c_str());
+    return 1;
+  }
+  integration::SidecarProcess* sidecar = setup->sidecar.get();
+  const pid_t pid = sidecar->pid();
+  Emulator emu(setup->emulator->port());
   std::unique_ptr<v1::Informer::Stub> stub =
-      v1::Informer::NewStub((*sidecar)->NewChannel());
+      v1::Informer::NewStub(sidecar->NewChannel());
   std::vector<std::unique_ptr<Consumer>> consumers;
   consumers.push_back(std::make_unique<Consumer>(
-      "prompt", (*sidecar)->NewChannel(), Consumer::Mode::kPrompt));
+      "prompt", sidecar->NewChannel(), Consumer::Mode::kPrompt));
+  consumers.push_back(std::make_unique<Consumer>("slow", sidecar->NewChannel(),
+                                                 Consumer::Mode::kSlow));
   consumers.push_back(std::make_unique<Consumer>(
-      "slow", (*sidecar)->NewChannel(), Consumer::Mode::kSlow));
-  consumers.push_back(std::make_unique<Consumer>(
-      "stalled", (*sidecar)->NewChannel(), Consumer::Mode::kStalling));
-
+      "stalled", sidecar->NewChannel(), Consumer::Mode::kStalling));
   Load load;
   load.emu = &emu;
-  load.objects = n;
-  load.port = (*emu_proc)->port();
+  load.objects = absl::GetFlag(FLAGS_objects);
+  load.port = setup->emulator->port();
   std::thread churn([&load] { load.Churn(); });
   std::thread faults([&load] { load.Faults(); });
-
   std::printf(
       "| elapsed | changes | cuts | stalls | compactions | restarts | "
       "relists | cache staleness | consumers caught up | cache = server | "
-      "mirrors = server | VmRSS | "
-      "threads |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-      "--- | --- | --- | --- |\n");
+      "mirrors = server | VmRSS | threads |\n| --- | --- | --- | --- | --- "
+      "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   const absl::Time start = absl::Now();
   const absl::Time end = start + absl::GetFlag(FLAGS_duration);
-  double rss0 = 0, threads0 = 0, rss_dev = 0, threads_dev = 0;
+  std::vector<double> rss, threads;
   absl::Duration max_stale;
   int failures = 0;
   for (absl::Time next = start + absl::GetFlag(FLAGS_checkpoint_every);
        next <= end; next += absl::GetFlag(FLAGS_checkpoint_every)) {
     absl::SleepFor(next - absl::Now());  // NOLINT: the soak's schedule
     absl::MutexLock pause(&load.gate);
-    for (auto& c : consumers) c->SetOpen(true);
-    const absl::Time t0 = absl::Now();
-    absl::StatusOr<Mirror> truth = emu.State();
-    bool cache_ok = false;
-    int mirrors_ok = 0;
-    absl::Duration cache_stale = absl::InfiniteDuration();
-    // Polled with a deadline: the sidecar and the consumers catch up.
-    const absl::Time deadline = t0 + absl::Minutes(3);
-    while (truth.ok() && absl::Now() < deadline) {
-      absl::StatusOr<Mirror> cache = SidecarCache(stub.get());
-      cache_ok = cache.ok() && *cache == *truth;
-      if (cache_ok && cache_stale == absl::InfiniteDuration()) {
-        cache_stale = absl::Now() - t0;
-      }
-      mirrors_ok = 0;
-      for (auto& c : consumers) mirrors_ok += c->mirror() == *truth ? 1 : 0;
-      if (cache_ok && mirrors_ok == static_cast<int>(consumers.size())) break;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    const absl::Duration stale = absl::Now() - t0;
-    max_stale = std::max(max_stale, cache_stale);
-    for (auto& c : consumers) c->SetOpen(false);
-    const double rss = StatusValue(pid, "VmRSS") / 1024;
-    const double threads = StatusValue(pid, "Threads");
-    if (rss0 == 0) {
-      rss0 = rss;
-      threads0 = threads;
-    }
-    rss_dev = std::max(rss_dev, std::abs(rss / rss0 - 1));
-    threads_dev = std::max(threads_dev, std::abs(threads / threads0 - 1));
-    if (!cache_ok || mirrors_ok != static_cast<int>(consumers.size())) {
-      ++failures;
-    }
+    const CatchUp c = AwaitCatchUp(&emu, stub.get(), consumers);
+    max_stale = std::max(max_stale, c.cache_stale);
+    rss.push_back(StatusValue(pid, "VmRSS") / 1024);
+    threads.push_back(StatusValue(pid, "Threads"));
+    const bool ok =
+        c.cache_ok && c.mirrors_ok == static_cast<int>(consumers.size());
+    failures += ok ? 0 : 1;
     std::printf(
         "| %.0f min | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s | %s | "
-        "%d/%zu | "
-        "%.1f MB | %.0f |\n",
+        "%d/%zu | %.1f MB | %.0f |\n",
         absl::ToDoubleMinutes(absl::Now() - start), load.changes.load(),
         load.cuts.load(), load.stalls.load(), load.compactions.load(),
-        load.restarts.load(), CountLines(log, "configmaps: relisting"),
-        absl::ToDoubleSeconds(cache_stale), absl::ToDoubleSeconds(stale),
-        cache_ok ? "yes" : "NO", mirrors_ok, consumers.size(), rss, threads);
+        load.restarts.load(), CountLines(setup->log, "configmaps: relisting"),
+        absl::ToDoubleSeconds(c.cache_stale),
+        absl::ToDoubleSeconds(c.all_stale), c.cache_ok ? "yes" : "NO",
+        c.mirrors_ok, consumers.size(), rss.back(), threads.back());
     std::fflush(stdout);
   }
   load.done.store(true);
   churn.join();
   faults.join();
+  auto spread = [](const std::vector<double>& v) {
+    if (v.empty()) return 0.0;
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return (*hi / *lo - 1) * 100;
+  };
   std::printf(
-      "\nmax cache staleness %.2f s; RSS within %.1f%% and threads within "
-      "%.1f%% "
-      "of the first checkpoint; relists %d for %d compactions + %d "
+      "\nmax cache staleness %.2f s; RSS spread %.1f%%, threads spread "
+      "%.1f%% over the checkpoints; relists %d for %d compactions + %d "
       "restarts; consumer reconnects:",
-      absl::ToDoubleSeconds(max_stale), rss_dev * 100, threads_dev * 100,
-      CountLines(log, "configmaps: relisting"), load.compactions.load(),
+      absl::ToDoubleSeconds(max_stale), spread(rss), spread(threads),
+      CountLines(setup->log, "configmaps: relisting"), load.compactions.load(),
       load.restarts.load());
   for (auto& c : consumers) {
     std::printf(" %s %d", c->name().c_str(), c->reconnects());
   }
   std::printf("; checkpoints failed: %d\n", failures);
   consumers.clear();
-  (*sidecar)->Terminate();
+  sidecar->Terminate();
   return failures == 0 ? 0 : 2;
 }
 
