@@ -408,6 +408,60 @@ TEST(SdkE2eTest, WorkQueueWorkerForgetsAndRetriesFailures) {
             absl::StatusCode::kNotFound);
 }
 
+// RunWithReconnect, the Python and Node workers' contract: a queue that
+// does not exist yet is NOT_FOUND on every attempt, each reported and
+// retried; once it is declared the next stream works, reported once.
+TEST(SdkE2eTest, WorkQueueWorkerReconnectsUntilTheQueueExists) {
+  TempDir dir;
+  std::unique_ptr<SidecarProcess> sidecar =
+      StartSidecar(dir.path() + "/grpc.sock");
+  ASSERT_NE(sidecar, nullptr);
+  std::shared_ptr<grpc::Channel> channel = sidecar->NewChannel();
+  ErrorLog errors;
+  WorkQueueWorker worker(channel, "sdk-e2e-late", "late-worker");
+  WorkQueueWorker::ReconnectOptions options;
+  options.initial_backoff = absl::Milliseconds(20);
+  options.max_backoff = absl::Milliseconds(40);
+  options.error_handler = &errors;
+  absl::Mutex mu;
+  int leases = 0;
+  absl::Status run_status;
+  std::thread runner([&] {
+    run_status = worker.RunWithReconnect(
+        [&](const v1::Lease&) {
+          absl::MutexLock lock(&mu);
+          ++leases;
+          return absl::OkStatus();
+        },
+        options);
+  });
+  ASSERT_TRUE(errors.WaitForErrors(2));
+  {
+    auto stub = v1::WorkQueue::NewStub(channel);
+    grpc::ClientContext ctx;
+    v1::CreateQueueRequest request;
+    request.set_name("sdk-e2e-late");
+    request.set_resource("configmaps");
+    v1::CreateQueueResponse response;
+    grpc::Status st = stub->CreateQueue(&ctx, request, &response);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  {
+    absl::MutexLock lock(&mu);
+    auto leased = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return leases > 0; };
+    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&leased), kWait));
+  }
+  worker.Stop();
+  runner.join();
+  EXPECT_TRUE(run_status.ok()) << run_status;
+  for (absl::StatusCode code : errors.codes()) {
+    EXPECT_EQ(code, absl::StatusCode::kNotFound);
+  }
+  // The first stream that delivered was reported before its first lease.
+  EXPECT_EQ(errors.recoveries(), 1);
+  EXPECT_GE(worker.processed(), 1);
+}
+
 TEST(SdkE2eTest, RecordEvent) {
   TempDir dir;
   std::unique_ptr<SidecarProcess> sidecar =
