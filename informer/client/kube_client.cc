@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "informer/client/credentials.h"
+#include "informer/client/rest_config_builder.h"
 
 namespace informer {
 namespace client {
@@ -21,18 +22,7 @@ absl::StatusOr<RestConfig> LoadRestConfig(const ConnectionFlags& flags) {
   }
   if (opts.explicit_path.empty() && opts.kubeconfig_env.empty() && in_cluster) {
     rc = InClusterConfig(flags.in_cluster);
-    if (rc.ok()) {
-      const ConfigOverrides& o = flags.overrides;
-      if (!o.server.empty()) rc->server = o.server;
-      if (!o.token.empty()) {
-        rc->bearer_token = o.token;
-        rc->bearer_token_file.clear();
-      }
-      if (!o.namespace_.empty()) rc->namespace_ = o.namespace_;
-      if (o.insecure_skip_tls_verify.has_value()) {
-        rc->insecure_skip_tls_verify = *o.insecure_skip_tls_verify;
-      }
-    }
+    if (rc.ok()) ApplyOverrides(flags.overrides, &*rc);
   } else {
     absl::StatusOr<Kubeconfig> kc = LoadKubeconfig(opts);
     if (!kc.ok()) return kc.status();
