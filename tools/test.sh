@@ -89,6 +89,13 @@ ensure_kubectl() {
   test_packages kubectl kubernetes-client
 }
 
+# ip and nft for //integration_tests:packet_loss_test, which drops packets
+# in a network namespace of its own (as root; under CI=true it must run).
+ensure_netfilter() {
+  [ -x /usr/sbin/nft ] && [ -x /usr/sbin/ip ] && return 0
+  test_packages netfilter iproute2 nftables
+}
+
 # The Node tests run the real sidecar and the conformance suite's scripted
 # server: build them here and name them, since
 # bazel-bin points at whichever configuration built last (the tsa phase's).
@@ -154,9 +161,10 @@ main() {
   esac
 
   ensure_kubectl || status=1
+  ensure_netfilter || status=1
   start=$SECONDS
   echo "test.sh: bazel test: started $(date +%H:%M:%S) (bazel test //...${*:+ $*})"
-  bazel test //... "$@" 2>&1 | tee "$logdir/bazel.log"
+  bazel test //... --test_env=CI "$@" 2>&1 | tee "$logdir/bazel.log"
   local bazel_status=${PIPESTATUS[0]}
   [ "$bazel_status" -ne 0 ] && status=$bazel_status
   echo "test.sh: bazel test: $([ "$bazel_status" -eq 0 ] && echo passed || echo "FAILED (log: $logdir/bazel.log)") in $(elapsed $((SECONDS - start))); whole suite $(elapsed $((SECONDS - suite_start)))"

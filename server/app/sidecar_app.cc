@@ -20,17 +20,17 @@
 #include "emulator/emulator.h"
 #include "informer/cache/event_printer.h"
 #include "informer/client/kube_client.h"
+#include "server/app/sidecar_metrics.h"
+#include "server/app/sidecar_server.h"
 #include "server/config/cache_upstream.h"
-#include "server/registry/informer_registry.h"
-#include "server/registry/resource_resolver.h"
 #include "server/events_service/event_recording.h"
 #include "server/ops/grpc_metrics_interceptor.h"
 #include "server/ops/http_server.h"
 #include "server/ops/metrics.h"
-#include "server/app/sidecar_metrics.h"
+#include "server/registry/informer_registry.h"
+#include "server/registry/resource_resolver.h"
 #include "server/security/authz.h"
 #include "server/security/tls_config.h"
-#include "server/app/sidecar_server.h"
 #include "server/workqueue_service/workqueue_service.h"
 
 namespace server {
@@ -38,8 +38,9 @@ namespace {
 
 // The client-side form of a resource's config.
 informer::client::ResourceClientOptions ResourceClientOptionsOf(
-    const ResourceConfig& config) {
+    const ResourceConfig& config, absl::Duration watch_idle_timeout) {
   informer::client::ResourceClientOptions options;
+  options.watch_idle_timeout = watch_idle_timeout;
   options.metadata_only = config.metadata_only;
   options.transform.drop_fields = config.drop_fields;
   options.label_selector = config.label_selector;
@@ -138,9 +139,9 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(
   // The cluster first, so that the first log line says which one (a
   // newcomer running the demo sees DEMO MODE at the top).
   if (absl::Status st = s->ChooseCluster(); !st.ok()) {
-    return absl::Status(st.code(),
-                        absl::StrCat("cannot load the cluster configuration: ",
-                                     st.message()));
+    return absl::Status(
+        st.code(),
+        absl::StrCat("cannot load the cluster configuration: ", st.message()));
   }
   // Then the operations endpoint: /healthz answers (and /readyz says what
   // is missing) while the rest starts.
@@ -223,9 +224,9 @@ absl::Status Sidecar::StartHttp() {
   absl::StatusOr<std::unique_ptr<HttpServer>> started =
       HttpServer::Start(std::move(http_options));
   if (!started.ok()) {
-    return absl::Status(started.status().code(),
-                        absl::StrCat("--http_listen: ",
-                                     started.status().message()));
+    return absl::Status(
+        started.status().code(),
+        absl::StrCat("--http_listen: ", started.status().message()));
   }
   http_ = *std::move(started);
   LOG(INFO) << "informer_sidecar: HTTP /metrics /healthz /readyz on "
@@ -250,8 +251,11 @@ absl::Status Sidecar::StartCluster() {
   } else {
     rest_config = *cluster_;
   }
-  // Every way to a cluster (kubeconfig, in-cluster, the demo) honours it.
+  // Every way to a cluster (kubeconfig, in-cluster, the demo) honours
+  // them; the upstream's connection copies them.
   rest_config.compression = options_.api_compression;
+  rest_config.tcp_timeout = options_.api_tcp_timeout;
+  rest_config.stall_timeout = options_.api_stall_timeout;
   informer::client::TransportOptions transport;
   transport.observer = ops_->ApiObserver();
   absl::StatusOr<std::unique_ptr<informer::client::KubeClient>> kube =
@@ -271,9 +275,9 @@ absl::Status Sidecar::StartCluster() {
           UpstreamRestConfig(options_.cache_upstream, rest_config),
           informer::RealClock(), std::move(upstream_transport));
   if (!upstream.ok()) {
-    return absl::Status(upstream.status().code(),
-                        absl::StrCat("--cache_upstream: ",
-                                     upstream.status().message()));
+    return absl::Status(
+        upstream.status().code(),
+        absl::StrCat("--cache_upstream: ", upstream.status().message()));
   }
   upstream_ = *std::move(upstream);
   return absl::OkStatus();
@@ -336,6 +340,10 @@ absl::Status Sidecar::CreateRegistry() {
   registry_options.allow_unlisted = config.allow_unlisted_resources;
   registry_options.lazy_namespace = options_.default_namespace;
   registry_options.lazy_idle_timeout = config.lazy_idle_timeout;
+  registry_options.use_watch_list =
+      options_.watch_list != SidecarOptions::WatchList::kOff;
+  registry_options.watch_list_after_refusal =
+      options_.watch_list == SidecarOptions::WatchList::kOn;
   resolver_ = std::make_unique<DiscoveryResolver>(kube_->discovery());
   registry_options.resolver = resolver_.get();
   if (registry_options.allow_unlisted) {
@@ -357,17 +365,18 @@ absl::Status Sidecar::CreateRegistry() {
   informer::client::HttpTransport* lists =
       upstream_ != nullptr ? upstream_->transport() : kube_->transport();
   const bool allow_secrets = options_.allow_secrets;
+  const absl::Duration watch_idle = options_.api_watch_idle_timeout;
   absl::StatusOr<std::unique_ptr<InformerRegistry>> registry =
       InformerRegistry::Create(
           std::move(configs),
-          [client, lists, allow_secrets](const ResourceConfig& c)
+          [client, lists, allow_secrets, watch_idle](const ResourceConfig& c)
               -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
             absl::StatusOr<informer::client::ApiResource> resource =
                 client->discovery()->Resolve(c.resource);
             if (!resource.ok()) return resource.status();
             auto rc = std::make_unique<informer::client::ResourceClient>(
                 lists, *std::move(resource), c.namespace_,
-                ResourceClientOptionsOf(c));
+                ResourceClientOptionsOf(c, watch_idle));
             // Whatever alias named it, core Secrets need --allow_secrets.
             if (rc->resource().group.empty() &&
                 rc->resource().resource == "secrets" && !allow_secrets) {
@@ -417,17 +426,16 @@ absl::Status Sidecar::StartServer() {
                                              std::move(event_options));
   server_options.services.push_back(events_->service());
   LOG(INFO) << "informer_sidecar: recording events as component \""
-            << events_->component() << "\", host \"" << events_->host()
-            << "\"";
+            << events_->component() << "\", host \"" << events_->host() << "\"";
 
   absl::StatusOr<std::unique_ptr<SidecarServer>> server = SidecarServer::Start(
       registry_.get(), options_.grpc_listen, std::move(server_options));
   if (!server.ok()) return server.status();
   server_ = *std::move(server);
   LOG(INFO) << "informer_sidecar: gRPC listening on " << options_.grpc_listen
-            << (server_->port() > 0 ? absl::StrCat(" (port ", server_->port(),
-                                                   ")")
-                                    : "");
+            << (server_->port() > 0
+                    ? absl::StrCat(" (port ", server_->port(), ")")
+                    : "");
   ops_->Attach(registry_.get(), &server_->informer_service().watch_hub());
   if (!options_.ports_file.empty()) {
     return WritePortsFile(options_.ports_file, grpc_port(), http_port());
@@ -523,7 +531,7 @@ bool Sidecar::Shutdown() {
   }
   events_.reset();
   LOG(INFO) << "informer_sidecar: events flushed";
-  kube_api_.reset();  // its handlers and informer leases
+  kube_api_.reset();    // its handlers and informer leases
   workqueues_.reset();  // removes its handlers from the informers
   if (registry_ != nullptr) registry_->Stop();
   registry_.reset();

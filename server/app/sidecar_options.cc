@@ -1,8 +1,8 @@
 #include "server/app/sidecar_options.h"
 
-#include <utility>
-
 #include <glog/logging.h>
+
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
@@ -54,6 +54,16 @@ ABSL_FLAG(std::string, lazy_idle_timeout, "",
           "request and no Watch stream for this long (Go duration, e.g. 30s, "
           "5m). Default: the config's lazyIdleTimeout, else 5m.");
 
+ABSL_FLAG(std::string, watch_list, "auto",
+          "How the informers get their initial state: \"auto\" streams it "
+          "as one WatchList watch (sendInitialEvents=true, ending at the "
+          "k8s.io/initial-events-end bookmark) and falls back to LIST for "
+          "that round on any failure, and to LIST+WATCH for good once the "
+          "API server refuses WatchList (422, e.g. its WatchList gate is "
+          "off); \"on\" asks for WatchList again every round even after a "
+          "refusal (client-go with WatchListClient on); \"off\" always "
+          "lists (LIST+WATCH).");
+
 ABSL_FLAG(std::string, api_compression, "none",
           "Compression of the API server's responses: \"none\" (no "
           "Accept-Encoding is sent) or \"gzip\". The API server gzips every "
@@ -61,6 +71,23 @@ ABSL_FLAG(std::string, api_compression, "none",
           "and makes a large list several times slower to arrive over "
           "loopback or a pod network; choose gzip only for a thin link "
           "(the sidecar far from its API server).");
+
+ABSL_FLAG(absl::Duration, api_tcp_timeout, absl::Seconds(30),
+          "A connection to the API server whose packets stop being "
+          "acknowledged (a NAT or load balancer forgot the flow) is closed "
+          "and replaced after about this long, watches included: TCP "
+          "keepalive and TCP_USER_TIMEOUT. 0: the kernel's defaults (hours).");
+
+ABSL_FLAG(absl::Duration, api_stall_timeout, absl::Seconds(30),
+          "A request to the API server other than a watch that receives no "
+          "byte for this long (plus up to ~5 s: libcurl averages the speed) "
+          "is abandoned and retried: a stuck proxy, a server stopped "
+          "mid-response. 0: only the 60 s request timeout.");
+
+ABSL_FLAG(absl::Duration, api_watch_idle_timeout, absl::Seconds(75),
+          "A watch that receives no byte for this long is replaced, from its "
+          "last resourceVersion. The API server bookmarks every watch about "
+          "once a minute, so only a stuck connection stays this silent.");
 
 ABSL_FLAG(std::string, cache_upstream, "",
           "Chaining: an http:// or https:// URL of another sidecar's "
@@ -300,17 +327,40 @@ absl::Status ResourcesFromFlags(SidecarOptions* options) {
   } else if (compression == "gzip") {
     options->api_compression = informer::client::ApiCompression::kGzip;
   } else {
-    return Invalid("api_compression",
-                   absl::StrCat("must be none or gzip, not \"", compression,
-                                "\""));
+    return Invalid(
+        "api_compression",
+        absl::StrCat("must be none or gzip, not \"", compression, "\""));
   }
   return UpstreamFromFlags(options);
+}
+
+// The timers that bound how long a dead API server connection goes
+// unnoticed.
+absl::Status ApiConnectionFromFlags(SidecarOptions* options) {
+  options->api_tcp_timeout = absl::GetFlag(FLAGS_api_tcp_timeout);
+  options->api_stall_timeout = absl::GetFlag(FLAGS_api_stall_timeout);
+  options->api_watch_idle_timeout = absl::GetFlag(FLAGS_api_watch_idle_timeout);
+  // Keepalive's idle time is half of it, in whole seconds.
+  if (options->api_tcp_timeout != absl::ZeroDuration() &&
+      options->api_tcp_timeout < absl::Seconds(2)) {
+    return Invalid("api_tcp_timeout", "must be 0 or at least 2s");
+  }
+  // libcurl's stall timer counts whole seconds.
+  if (options->api_stall_timeout != absl::ZeroDuration() &&
+      options->api_stall_timeout < absl::Seconds(1)) {
+    return Invalid("api_stall_timeout", "must be 0 or at least 1s");
+  }
+  if (options->api_watch_idle_timeout < absl::Seconds(1)) {
+    return Invalid("api_watch_idle_timeout", "must be at least 1s");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WatchMessageOutOfRange(int64_t bytes) {
   return Invalid(
       "watch_max_message_bytes",
-      absl::StrCat("must be between 1024 and --max_message_bytes, not ", bytes));
+      absl::StrCat("must be between 1024 and --max_message_bytes, not ",
+                   bytes));
 }
 
 // Watch stream settings.
@@ -320,7 +370,9 @@ absl::Status WatchFromFlags(SidecarOptions* options) {
   const int64_t history_bytes = absl::GetFlag(FLAGS_watch_history_bytes);
   const absl::Duration window = absl::GetFlag(FLAGS_watch_batch_window);
   const double min_rate = absl::GetFlag(FLAGS_watch_batch_min_rate);
-  if (max_pending < 1) return Invalid("watch_max_pending", "must be at least 1");
+  if (max_pending < 1) {
+    return Invalid("watch_max_pending", "must be at least 1");
+  }
   if (history < 0) return Invalid("watch_history", "must not be negative");
   if (history_bytes < 0) {
     return Invalid("watch_history_bytes", "must not be negative");
@@ -330,7 +382,9 @@ absl::Status WatchFromFlags(SidecarOptions* options) {
                    absl::StrCat("must be between 0 and 1s, not ",
                                 absl::FormatDuration(window)));
   }
-  if (min_rate < 0) return Invalid("watch_batch_min_rate", "must not be negative");
+  if (min_rate < 0) {
+    return Invalid("watch_batch_min_rate", "must not be negative");
+  }
   const int64_t message = absl::GetFlag(FLAGS_watch_max_message_bytes);
   // ServingFromFlags ran first: max_message_bytes is set and valid.
   if (message < 1024 || message > options->max_message_bytes) {
@@ -441,6 +495,22 @@ absl::Status OperationsFromFlags(SidecarOptions* options) {
   return absl::OkStatus();
 }
 
+absl::Status WatchListFromFlags(SidecarOptions* options) {
+  const std::string mode = absl::GetFlag(FLAGS_watch_list);
+  if (mode == "auto") {
+    options->watch_list = SidecarOptions::WatchList::kAuto;
+  } else if (mode == "on") {
+    options->watch_list = SidecarOptions::WatchList::kOn;
+  } else if (mode == "off") {
+    options->watch_list = SidecarOptions::WatchList::kOff;
+  } else {
+    return Invalid("watch_list", absl::StrCat("must be auto, on or off, "
+                                              "not \"",
+                                              mode, "\""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SidecarOptions> OptionsFromFlags() {
@@ -449,8 +519,9 @@ absl::StatusOr<SidecarOptions> OptionsFromFlags() {
   // --max_message_bytes, so a bad --max_message_bytes must be reported as
   // itself first.
   for (absl::Status (*step)(SidecarOptions*) :
-       {ResourcesFromFlags, ServingFromFlags, WatchFromFlags,
-        SecurityFromFlags, OperationsFromFlags}) {
+       {ResourcesFromFlags, ApiConnectionFromFlags, ServingFromFlags,
+        WatchFromFlags, SecurityFromFlags, OperationsFromFlags,
+        WatchListFromFlags}) {
     if (absl::Status st = step(&options); !st.ok()) return st;
   }
   for (const std::string& warning : options.warnings) {
@@ -462,19 +533,30 @@ absl::StatusOr<SidecarOptions> OptionsFromFlags() {
 std::vector<informer::FlagGroup> SidecarFlagGroups() {
   return {
       {"Cluster: which API server, which resources",
-       {"kubeconfig", "context", "in_cluster", "api_compression", "resources", "config", "namespace", "lazy_idle_timeout"}},
+       {"kubeconfig", "context", "in_cluster", "api_compression",
+        "api_tcp_timeout", "api_stall_timeout", "api_watch_idle_timeout",
+        "resources", "config", "namespace", "lazy_idle_timeout", "watch_list"}},
       {"Serving: gRPC and HTTP listeners, connection limits",
-       {"grpc_listen", "http_listen", "ports_file", "grpc_keepalive_time", "grpc_keepalive_timeout", "grpc_min_ping_interval", "max_concurrent_streams", "max_message_bytes", "max_request_bytes", "max_list_page_bytes"}},
+       {"grpc_listen", "http_listen", "ports_file", "grpc_keepalive_time",
+        "grpc_keepalive_timeout", "grpc_min_ping_interval",
+        "max_concurrent_streams", "max_message_bytes", "max_request_bytes",
+        "max_list_page_bytes"}},
       {"Watch streams (informer.v1.Informer/Watch)",
-       {"watch_max_pending", "watch_history", "watch_history_bytes", "watch_batch_window", "watch_batch_min_rate", "watch_max_message_bytes"}},
+       {"watch_max_pending", "watch_history", "watch_history_bytes",
+        "watch_batch_window", "watch_batch_min_rate",
+        "watch_max_message_bytes"}},
       {"Security: TLS and bearer tokens",
-       {"grpc_tls_cert_file", "grpc_tls_key_file", "grpc_tls_client_ca_file", "tokens_file", "allow_secrets"}},
+       {"grpc_tls_cert_file", "grpc_tls_key_file", "grpc_tls_client_ca_file",
+        "tokens_file", "allow_secrets"}},
       {"Operations: shutdown, work queues, events",
-       {"shutdown_grace", "workqueue_idle_timeout", "event_component", "event_retry_interval", "event_flush_timeout"}},
+       {"shutdown_grace", "workqueue_idle_timeout", "event_component",
+        "event_retry_interval", "event_flush_timeout"}},
       {"Kubernetes API facade: kubectl and client-go read the cache",
-       {"kube_api_listen", "kube_api_tls_cert_file", "kube_api_tls_key_file", "kube_api_tls_client_ca_file", "kube_api_history", "kube_api_advertised_address", "cache_upstream", "cache_upstream_token_file", "cache_upstream_ca_file"}},
-      {"Demo",
-       {"demo", "print_events"}},
+       {"kube_api_listen", "kube_api_tls_cert_file", "kube_api_tls_key_file",
+        "kube_api_tls_client_ca_file", "kube_api_history",
+        "kube_api_advertised_address", "cache_upstream",
+        "cache_upstream_token_file", "cache_upstream_ca_file"}},
+      {"Demo", {"demo", "print_events"}},
   };
 }
 

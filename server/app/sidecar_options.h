@@ -36,6 +36,19 @@ struct SidecarOptions {
   // --api_compression: whether API responses may come gzipped (opt-in).
   informer::client::ApiCompression api_compression =
       informer::client::ApiCompression::kNone;
+  // --api_tcp_timeout, --api_stall_timeout, --api_watch_idle_timeout: how
+  // long a dead API server connection goes unnoticed (RestConfig's
+  // tcp_timeout and stall_timeout, ResourceClientOptions'
+  // watch_idle_timeout).
+  absl::Duration api_tcp_timeout = absl::Seconds(30);
+  absl::Duration api_stall_timeout = absl::Seconds(30);
+  absl::Duration api_watch_idle_timeout = absl::Seconds(75);
+  // --watch_list: how the informers get their initial state (kAuto:
+  // WatchList, LIST+WATCH for good once the server refuses it; kOn:
+  // WatchList every round, a refusal falls back for that round only;
+  // kOff: LIST+WATCH).
+  enum class WatchList { kAuto, kOn, kOff };
+  WatchList watch_list = WatchList::kAuto;
   // --cache_upstream and its credentials: where the reflectors list and
   // watch (disabled: the cluster).
   CacheUpstream cache_upstream;

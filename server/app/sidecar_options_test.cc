@@ -27,8 +27,8 @@ void Set(const std::string& name, const std::string& value) {
 
 std::string WriteFile(const std::string& name, const std::string& text) {
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = absl::StrCat(dir != nullptr ? dir : "/tmp", "/",
-                                        name);
+  const std::string path =
+      absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
   std::ofstream(path) << text;
   return path;
 }
@@ -82,6 +82,36 @@ TEST_F(SidecarOptionsTest, ApiCompressionGzipIsOptIn) {
   EXPECT_EQ(o->api_compression, informer::client::ApiCompression::kNone);
 }
 
+TEST_F(SidecarOptionsTest, WatchListDefaultsToAutoAndParses) {
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->watch_list, SidecarOptions::WatchList::kAuto);
+  Set("watch_list", "on");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->watch_list, SidecarOptions::WatchList::kOn);
+  Set("watch_list", "off");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->watch_list, SidecarOptions::WatchList::kOff);
+}
+
+TEST_F(SidecarOptionsTest, ApiConnectionTimersDefaultAndParse) {
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->api_tcp_timeout, absl::Seconds(30));
+  EXPECT_EQ(o->api_stall_timeout, absl::Seconds(30));
+  EXPECT_EQ(o->api_watch_idle_timeout, absl::Seconds(75));
+  Set("api_tcp_timeout", "0");
+  Set("api_stall_timeout", "5s");
+  Set("api_watch_idle_timeout", "2m");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->api_tcp_timeout, absl::ZeroDuration());
+  EXPECT_EQ(o->api_stall_timeout, absl::Seconds(5));
+  EXPECT_EQ(o->api_watch_idle_timeout, absl::Minutes(2));
+}
+
 TEST_F(SidecarOptionsTest, ResourcesGetTheDefaultNamespace) {
   Set("resources", "pods,deployments.apps");
   Set("namespace", "team-a");
@@ -101,16 +131,17 @@ TEST_F(SidecarOptionsTest, ResourcesGetTheDefaultNamespace) {
 }
 
 TEST_F(SidecarOptionsTest, ConfigFileIsReadAndItsErrorsNameTheLine) {
-  Set("config", WriteFile("good.yaml", "resources:\n- resource: pods\n"
-                                       "  namespace: web\n"));
+  Set("config", WriteFile("good.yaml",
+                          "resources:\n- resource: pods\n"
+                          "  namespace: web\n"));
   absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->config_file_given);
   ASSERT_EQ(o->config.resources.size(), 1u);
   EXPECT_EQ(o->config.resources[0].config.namespace_, "web");
 
-  const std::string bad =
-      WriteFile("bad.yaml", "resources:\n- resource: pods\n  resyncPeriod: 5x\n");
+  const std::string bad = WriteFile(
+      "bad.yaml", "resources:\n- resource: pods\n  resyncPeriod: 5x\n");
   Set("config", bad);
   o = OptionsFromFlags();
   ASSERT_FALSE(o.ok());
@@ -148,6 +179,13 @@ TEST_F(SidecarOptionsTest, EveryBadValueNamesItsFlag) {
        "--api_compression must be none or gzip, not \"deflate\""},
       {"api_compression", "", "--api_compression must be none or gzip"},
       {"lazy_idle_timeout", "soon", "--lazy_idle_timeout: "},
+      {"watch_list", "true",
+       "--watch_list must be auto, on or off, not \"true\""},
+      {"api_tcp_timeout", "1s", "--api_tcp_timeout must be 0 or at least 2s"},
+      {"api_stall_timeout", "500ms",
+       "--api_stall_timeout must be 0 or at least 1s"},
+      {"api_watch_idle_timeout", "0",
+       "--api_watch_idle_timeout must be at least 1s"},
       {"lazy_idle_timeout", "0s", "--lazy_idle_timeout: must be positive"},
       {"watch_max_pending", "0", "--watch_max_pending must be at least 1"},
       {"watch_history", "-1", "--watch_history must not be negative"},
@@ -242,7 +280,8 @@ TEST_F(SidecarOptionsTest, BadCacheUpstreamFlagsNameTheFlag) {
   Set("cache_upstream", "node-cache:8001");
   absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
   ASSERT_FALSE(o.ok());
-  EXPECT_THAT(std::string(o.status().message()), HasSubstr("--cache_upstream "));
+  EXPECT_THAT(std::string(o.status().message()),
+              HasSubstr("--cache_upstream "));
   Set("cache_upstream", "https://node-cache:8001");
   Set("cache_upstream_ca_file", "/nonexistent/ca.crt");
   o = OptionsFromFlags();
