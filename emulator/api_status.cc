@@ -227,9 +227,10 @@ ApiStatus MethodNotAllowedStatus() {
 
 ApiStatus TooLargeResourceVersionStatus(int64_t requested, int64_t current) {
   // apimachinery's NewTimeoutError prefixes its message with "Timeout: ".
-  ApiStatus s = Failure(504, "Timeout",
-                        absl::StrCat("Timeout: Too large resource version: ",
-                                     requested, ", current: ", current));
+  ApiStatus s =
+      Failure(504, "Timeout",
+              absl::StrCat("Timeout: Too large resource version: ", requested,
+                           ", current: ", current));
   s.has_details = true;
   s.causes.push_back(
       {"ResourceVersionTooLarge", "Too large resource version", ""});

@@ -1,7 +1,7 @@
 #include "emulator/api_status.h"
 
-#include "gtest/gtest.h"
 #include "emulator/test_util.h"
+#include "gtest/gtest.h"
 
 namespace emulator {
 namespace {

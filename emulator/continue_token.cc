@@ -37,7 +37,9 @@ absl::StatusOr<std::pair<int64_t, std::string>> DecodeContinueToken(
       !doc["start"].IsString()) {
     return absl::InvalidArgumentError("continue key is not valid");
   }
-  return std::make_pair(doc["rv"].GetInt64(), std::string(doc["start"].GetString(), doc["start"].GetStringLength()));
+  return std::make_pair(
+      doc["rv"].GetInt64(),
+      std::string(doc["start"].GetString(), doc["start"].GetStringLength()));
 }
 
 }  // namespace emulator

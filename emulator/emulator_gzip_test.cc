@@ -106,8 +106,7 @@ TEST_F(EmulatorGzipTest, WatchesAreNeverGzipped) {
   std::string data;
   int64_t lines = 0;
   auto res = cli.Get(
-      absl::StrCat(kPods, "?watch=1&resourceVersion=0")
-          .c_str(),
+      absl::StrCat(kPods, "?watch=1&resourceVersion=0").c_str(),
       {{"Accept-Encoding", "gzip"}},
       [&](const httplib::Response& r) {
         encoding = r.get_header_value("Content-Encoding");

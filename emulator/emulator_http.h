@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "emulator/api_status.h"
 #include "emulator/resource_registry.h"
 #include "emulator/selector.h"

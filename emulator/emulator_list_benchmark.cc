@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "benchmark/benchmark.h"
-#include "httplib.h"
 #include "emulator/emulator.h"
+#include "httplib.h"
 
 namespace emulator {
 namespace {

@@ -12,11 +12,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "emulator/emulator.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "informer/util/clock.h"
 #include "rapidjson/document.h"
-#include "emulator/emulator.h"
 
 namespace emulator {
 namespace {
@@ -93,7 +93,8 @@ TEST_F(EmulatorListServingTest, WatchCacheServesResourceVersionZeroWhole) {
   }
 }
 
-TEST_F(EmulatorListServingTest, WatchCacheServesAnRvWithoutALimitAtTheCurrentState) {
+TEST_F(EmulatorListServingTest,
+       WatchCacheServesAnRvWithoutALimitAtTheCurrentState) {
   Start({});
   // An RV without a limit (or NotOlderThan without a limit): the cache,
   // not older than the RV, i.e. the current state, whole.

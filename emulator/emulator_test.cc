@@ -1,5 +1,3 @@
-#include "emulator/emulator_with_faults.h"
-
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -14,12 +12,13 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "emulator/api_status.h"
+#include "emulator/emulator_with_faults.h"
+#include "emulator/test_util.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "informer/util/clock.h"
 #include "rapidjson/document.h"
-#include "emulator/api_status.h"
-#include "emulator/test_util.h"
 
 namespace emulator {
 namespace {
@@ -745,13 +744,13 @@ TEST_F(EmulatorTest, CountsApiRequestsByKind) {
   EXPECT_EQ(before["list"].GetInt64(), 0);
   EXPECT_EQ(before["watch"].GetInt64(), 0);
   EXPECT_EQ(before["other"].GetInt64(), 0);
-  CreateConfigMap("demo", "a");                                   // other
-  ASSERT_EQ(cli.Get("/api/v1")->status, 200);                     // other
+  CreateConfigMap("demo", "a");                // other
+  ASSERT_EQ(cli.Get("/api/v1")->status, 200);  // other
   ASSERT_EQ(cli.Get("/api/v1/namespaces/demo/configmaps")->status, 200);
   ASSERT_EQ(cli.Get("/api/v1/configmaps?limit=1")->status, 200);  // list
   ASSERT_EQ(cli.Get("/api/v1/namespaces/demo/configmaps/a")->status, 200);
-  ASSERT_EQ(cli.Get("/api/v1/nothing")->status, 404);             // other
-  ASSERT_EQ(cli.Get("/healthz")->status, 200);  // not an API request
+  ASSERT_EQ(cli.Get("/api/v1/nothing")->status, 404);  // other
+  ASSERT_EQ(cli.Get("/healthz")->status, 200);         // not an API request
   Watch(WatchPath(0));
   cli.Get("/_emulator/watchers?resource=configmaps&min=1&timeout_ms=30000");
   auto after = counts();

@@ -101,10 +101,10 @@ class WatchPump {
       out += "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\"\n";
     }
     for (const StoreEvent& ev : events) {
-      std::string line = ev.type == EventType::kBookmark
-                             ? BookmarkLine(*r_, ev.rv, ev.initial_events_end,
-                                            md_)
-                             : EventLine(ev.type, *r_, *ev.object, md_);
+      std::string line =
+          ev.type == EventType::kBookmark
+              ? BookmarkLine(*r_, ev.rv, ev.initial_events_end, md_)
+              : EventLine(ev.type, *r_, *ev.object, md_);
       if (d.cut_next_event) {
         out.append(line, 0, line.size() / 2);
         sink.write(out.data(), out.size());
@@ -178,9 +178,9 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
   }
   if (TakeWatchExpiry(r.resource)) {
     return ReplyErrorEvent(
-        res, ExpiredStatus(absl::StrCat("too old resource version: ",
-                                        wr.resource_version, " (",
-                                        store_->CurrentRv(), ")")));
+        res, ExpiredStatus(
+                 absl::StrCat("too old resource version: ", wr.resource_version,
+                              " (", store_->CurrentRv(), ")")));
   }
   absl::StatusOr<std::shared_ptr<Watcher>> opened =
       store_->Watch(r, std::move(wr));

@@ -25,8 +25,8 @@ GzipEncoder::GzipEncoder() : state_(std::make_unique<State>()) {
   // windowBits 15 + 16: a gzip header and trailer instead of zlib's.
   // Level 1: the emulator's lists are large and CPU is the scarce resource
   // on a shared test machine; the format is what matters to clients.
-  const int rc = deflateInit2(&state_->z, 1, Z_DEFLATED, 15 + 16, 8,
-                              Z_DEFAULT_STRATEGY);
+  const int rc =
+      deflateInit2(&state_->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
   CHECK_EQ(rc, Z_OK) << "deflateInit2";
 }
 

@@ -13,9 +13,8 @@ std::string SampleText(int items) {
   std::string s = "{\"kind\":\"PodList\",\"items\":[";
   for (int i = 0; i < items; ++i) {
     if (i) s += ',';
-    absl::StrAppend(&s, "{\"metadata\":{\"name\":\"pod-", i,
-                    "\",\"uid\":\"", i * 7919, "\"},\"spec\":{\"node\":\"n",
-                    i % 13, "\"}}");
+    absl::StrAppend(&s, "{\"metadata\":{\"name\":\"pod-", i, "\",\"uid\":\"",
+                    i * 7919, "\"},\"spec\":{\"node\":\"n", i % 13, "\"}}");
   }
   return s + "]}";
 }

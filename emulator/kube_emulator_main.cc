@@ -20,8 +20,10 @@
 //   /_emulator/resume_lists                       end list stalls POST
 //   /_emulator/malformed_event?resource=pods      one invalid JSON line POST
 //   /_emulator/large_object?namespace=ns&name=n&bytes=B  a >1 MiB object POST
-//   /_emulator/restart                            new watch window + drop watches POST
-//   /_emulator/compact                            etcd compaction: old RVs/tokens 410 POST
+//   /_emulator/restart                            new watch window + drop
+//   watches POST
+//   /_emulator/compact                            etcd compaction: old
+//   RVs/tokens 410 POST
 //   /_emulator/load?namespace=bench&objects=100&bytes=1024&rate=1000&millis=10000
 //       paced ConfigMap updates stamped with data.sent (monotonic ns); blocks
 //       until done and answers {"updates":N,"seconds":S}
@@ -47,8 +49,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "glog/logging.h"
 #include "emulator/emulator_with_faults.h"
+#include "glog/logging.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to bind.");
 ABSL_FLAG(int, port, 0, "Port to bind; 0 picks a free one.");

@@ -1,7 +1,5 @@
 #include "emulator/load_generator.h"
 
-#include "emulator/api_status.h"
-
 #include <time.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "emulator/api_status.h"
 
 namespace emulator {
 namespace {
@@ -111,7 +110,8 @@ absl::optional<EmulatorHooks::ControlReply> LoadControl::HandleControl(
   spec.object_bytes = int_param("bytes", spec.object_bytes);
   spec.rate = int_param("rate", static_cast<int>(spec.rate));
   spec.duration = absl::Milliseconds(int_param("millis", 10000));
-  absl::StatusOr<LoadReport> report = RunLoad(*store_, *registry_, spec, clock_);
+  absl::StatusOr<LoadReport> report =
+      RunLoad(*store_, *registry_, spec, clock_);
   if (!report.ok()) {
     return ControlReply{
         400, StatusJson(BadRequestStatus(report.status().ToString()))};

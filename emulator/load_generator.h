@@ -6,10 +6,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
 #include "emulator/emulator_hooks.h"
 #include "emulator/object_store.h"
 #include "emulator/resource_registry.h"
+#include "informer/util/clock.h"
 
 namespace emulator {
 

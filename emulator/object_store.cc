@@ -9,12 +9,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "emulator/api_status.h"
+#include "emulator/object_json.h"
 #include "glog/logging.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
-#include "emulator/api_status.h"
-#include "emulator/object_json.h"
 
 namespace emulator {
 namespace {
@@ -36,8 +36,8 @@ std::string NewUid(absl::BitGen& gen) {
 
 // The version of a key a snapshot at `rv` sees (null: none; a null object:
 // deleted at that point).
-const StoredObjectPtr* VersionAt(const std::vector<ObjectStore::Version>& versions,
-                                 int64_t rv) {
+const StoredObjectPtr* VersionAt(
+    const std::vector<ObjectStore::Version>& versions, int64_t rv) {
   for (auto v = versions.rbegin(); v != versions.rend(); ++v) {
     if (v->rv <= rv) return &v->object;
   }
@@ -312,9 +312,8 @@ absl::StatusOr<int64_t> ObjectStore::SnapshotRvLocked(
   // resourceVersionMatch, or with match=Exact, goes to etcd as an exact
   // read at that revision; without a limit, or with NotOlderThan, it is
   // served at the current state, not older than the RV.
-  const bool exact =
-      req.resource_version_match == "Exact" ||
-      (req.resource_version_match.empty() && req.limit > 0);
+  const bool exact = req.resource_version_match == "Exact" ||
+                     (req.resource_version_match.empty() && req.limit > 0);
   if (!exact) return rv_;
   if (requested_rv < compacted_rv_) {
     // etcd answered ErrCompacted (the etcd3 store's wording).
@@ -325,8 +324,7 @@ absl::StatusOr<int64_t> ObjectStore::SnapshotRvLocked(
 }
 
 std::string ObjectStore::RemainingMemoKey(const ResourceInfo& r,
-                                          absl::string_view prefix,
-                                          int64_t rv,
+                                          absl::string_view prefix, int64_t rv,
                                           absl::string_view start_key) {
   return absl::StrCat(reinterpret_cast<uintptr_t>(&r), "|", prefix, "|", rv,
                       "|", start_key);
@@ -340,9 +338,8 @@ void ObjectStore::ScanLocked(const ResourceInfo& r, const ResourceState& st,
   std::string prefix =
       r.namespaced && !req.ns.empty() ? absl::StrCat(req.ns, "/") : "";
   auto it = st.entries.lower_bound(prefix + pos.start);
-  auto end = prefix.empty()
-                 ? st.entries.end()
-                 : st.entries.lower_bound(absl::StrCat(req.ns, "0"));
+  auto end = prefix.empty() ? st.entries.end()
+                            : st.entries.lower_bound(absl::StrCat(req.ns, "0"));
   bool more = false;
   int64_t remaining = 0;
   // The count after this page's start, when an earlier page computed it:

@@ -17,14 +17,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
-#include "informer/util/clock.h"
-#include "rapidjson/document.h"
 #include "emulator/continue_token.h"
 #include "emulator/patch.h"
 #include "emulator/resource_registry.h"
 #include "emulator/selector.h"
 #include "emulator/stored_object.h"
 #include "emulator/watcher.h"
+#include "informer/util/clock.h"
+#include "rapidjson/document.h"
 
 namespace emulator {
 
@@ -165,7 +165,7 @@ class ObjectStore {
       const ResourceInfo& r) const;
   size_t Count(const ResourceInfo& r) const;
 
- // One version of a key (public for the store's helpers).
+  // One version of a key (public for the store's helpers).
   struct Version {
     int64_t rv;
     StoredObjectPtr object;  // null: deleted at rv

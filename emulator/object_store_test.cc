@@ -3,10 +3,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "emulator/api_status.h"
 #include "gtest/gtest.h"
 #include "informer/util/clock.h"
 #include "rapidjson/document.h"
-#include "emulator/api_status.h"
 
 namespace emulator {
 namespace {
@@ -392,8 +392,8 @@ TEST_F(ObjectStoreTest, AfterARestartTheWatchWindowStartsAtTheRestartRv) {
   auto old = store_->Watch(cm_, req);
   EXPECT_EQ(old.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(old.status().message(),
-            absl::StrCat("too old resource version: ", old_rv, " (",
-                         restart_rv, ")"));
+            absl::StrCat("too old resource version: ", old_rv, " (", restart_rv,
+                         ")"));
   req.resource_version = absl::StrCat(restart_rv);
   auto ok = store_->Watch(cm_, req);
   ASSERT_TRUE(ok.ok()) << ok.status();

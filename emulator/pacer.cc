@@ -15,8 +15,8 @@ absl::Time Pacer::Reserve(size_t bytes) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   if (now > last_) {
-    tokens_ = std::min(burst_,
-                       tokens_ + absl::ToDoubleSeconds(now - last_) * rate_);
+    tokens_ =
+        std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * rate_);
     last_ = now;
   }
   tokens_ -= static_cast<double>(bytes);

@@ -3,9 +3,9 @@
 #include <set>
 #include <string>
 
+#include "emulator/test_util.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
-#include "emulator/test_util.h"
 
 namespace emulator {
 namespace {

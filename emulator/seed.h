@@ -10,9 +10,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
 #include "emulator/object_store.h"
 #include "emulator/resource_registry.h"
+#include "informer/util/clock.h"
 
 namespace emulator {
 

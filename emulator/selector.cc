@@ -108,7 +108,8 @@ absl::Status ValidateKey(absl::string_view text, absl::string_view key) {
           "unable to parse requirement: key: Invalid value: \"", key,
           "\": prefix part a lowercase RFC 1123 subdomain must consist of "
           "lower case alphanumeric characters, '-' or '.', and must start "
-          "and end with an alphanumeric character (in \"", text, "\")"));
+          "and end with an alphanumeric character (in \"",
+          text, "\")"));
     }
     name = key.substr(slash + 1);
   }
@@ -164,9 +165,9 @@ absl::Status ValidateValues(absl::string_view text,
         "with an alphanumeric character"));
   }
   if (errors.empty()) return absl::OkStatus();
-  std::string joined = errors.size() == 1
-                           ? errors[0]
-                           : absl::StrCat("[", absl::StrJoin(errors, ", "), "]");
+  std::string joined =
+      errors.size() == 1 ? errors[0]
+                         : absl::StrCat("[", absl::StrJoin(errors, ", "), "]");
   return absl::InvalidArgumentError(absl::StrCat(
       "unable to parse requirement: ", joined, " (in \"", text, "\")"));
 }

@@ -176,11 +176,10 @@ absl::StatusOr<TestPki> GenerateTestPki(
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = IssueLeaf(
-          ca->get(), ca_key->get(), "test-client",
-          {{NID_key_usage, "critical,digitalSignature"},
-           {NID_ext_key_usage, "clientAuth"}},
-          &pki.client_cert_pem, &pki.client_key_pem);
+  if (absl::Status st = IssueLeaf(ca->get(), ca_key->get(), "test-client",
+                                  {{NID_key_usage, "critical,digitalSignature"},
+                                   {NID_ext_key_usage, "clientAuth"}},
+                                  &pki.client_cert_pem, &pki.client_key_pem);
       !st.ok()) {
     return st;
   }

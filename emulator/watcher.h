@@ -10,10 +10,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
 #include "emulator/resource_registry.h"
 #include "emulator/selector.h"
 #include "emulator/stored_object.h"
+#include "informer/util/clock.h"
 
 namespace emulator {
 

@@ -142,8 +142,7 @@ absl::Status CreateConfigMaps(int emulator_port) {
   httplib::Result r = cli.Post(
       absl::StrCat("/_emulator/load?namespace=bench&objects=",
                    absl::GetFlag(FLAGS_configmaps),
-                   "&bytes=", absl::GetFlag(FLAGS_configmap_bytes),
-                   "&millis=0")
+                   "&bytes=", absl::GetFlag(FLAGS_configmap_bytes), "&millis=0")
           .c_str());
   if (!r || r->status != 200) {
     return absl::UnavailableError("cannot create the ConfigMaps");
@@ -174,9 +173,10 @@ int Run(const char* argv0) {
   const std::string cluster = "--kubeconfig=" + *kubeconfig;
   const std::string resources = "--resources=configmaps,pods";
 
-  std::printf("| sidecar | API server lists | watches | other requests | "
-              "API server bytes | facade bytes served | bytes it received | "
-              "sync s |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| sidecar | API server lists | watches | other requests | "
+      "API server bytes | facade bytes served | bytes it received | "
+      "sync s |\n|---|---|---|---|---|---|---|---|\n");
   absl::StatusOr<Sample> before = Take(emu, 0);
   if (!before.ok()) return Fail(before.status());
   absl::StatusOr<Synced> node = StartSynced(

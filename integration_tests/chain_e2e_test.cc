@@ -31,8 +31,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "gtest/gtest.h"
 #include "emulator/tls_certs.h"
+#include "gtest/gtest.h"
 #include "integration_tests/chain_util.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
@@ -247,9 +247,9 @@ TEST_F(ChainE2eTest, PodSidecarsConvergeWithoutLoadingTheApiServer) {
   EXPECT_GT(two_pods.other, node_only.other);
 
   // The facade served each pod sidecar's lists and watches.
-  absl::StatusOr<double> facade_lists = GetMetricSum(
-      static_cast<int>(node_.ports.at("http")),
-      "informer_sidecar_kube_api_requests_total");
+  absl::StatusOr<double> facade_lists =
+      GetMetricSum(static_cast<int>(node_.ports.at("http")),
+                   "informer_sidecar_kube_api_requests_total");
   ASSERT_TRUE(facade_lists.ok()) << facade_lists.status();
   EXPECT_GE(*facade_lists, 8);  // 2 pod sidecars x 2 resources x list+watch
 
@@ -348,15 +348,15 @@ TEST_F(ChainE2eTest, HttpsUpstreamWithCaFileAndTokenFile) {
   const std::string ca = write("ca.crt", pki->ca_cert_pem);
   const std::string cert = write("tls.crt", pki->server_cert_pem);
   const std::string key = write("tls.key", pki->server_key_pem);
-  const std::string tokens = write(
-      "tokens.yaml",
-      "tokens:\n- name: pods\n  token: \"chain-token-0123456789\"\n"
-      "  resources: [configmaps, pods]\n");
+  const std::string tokens =
+      write("tokens.yaml",
+            "tokens:\n- name: pods\n  token: \"chain-token-0123456789\"\n"
+            "  resources: [configmaps, pods]\n");
   const std::string token = write("token", "chain-token-0123456789\n");
-  ASSERT_NO_FATAL_FAILURE(StartNode(
-      "127.0.0.1:0", {"--kube_api_tls_cert_file=" + cert,
-                      "--kube_api_tls_key_file=" + key,
-                      "--tokens_file=" + tokens}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartNode("127.0.0.1:0",
+                {"--kube_api_tls_cert_file=" + cert,
+                 "--kube_api_tls_key_file=" + key, "--tokens_file=" + tokens}));
   ASSERT_NO_FATAL_FAILURE(StartPod({"--cache_upstream_ca_file=" + ca,
                                     "--cache_upstream_token_file=" + token}));
   ASSERT_NO_FATAL_FAILURE(ExpectPodsConverge("over https with a token"));
@@ -403,8 +403,9 @@ TEST_F(ChainE2eTest, KubeconfigAtAFacadeSyncsAndDropsEventWritesOnce) {
   ASSERT_TRUE(at_facade.ok()) << at_facade.status();
   const std::string log = absl::StrCat(dir, "/stderr.log");
   absl::StatusOr<PortedSidecar> reader = StartPortedSidecar(
-      sidecar_bin_, {"--kubeconfig=" + *at_facade, "--resources=configmaps",
-                     "--event_flush_timeout=20s"},
+      sidecar_bin_,
+      {"--kubeconfig=" + *at_facade, "--resources=configmaps",
+       "--event_flush_timeout=20s"},
       log, /*quiet=*/false);
   ASSERT_TRUE(reader.ok()) << reader.status();
   absl::StatusOr<ObjectVersions> want =
@@ -440,14 +441,13 @@ TEST_F(ChainE2eTest, KubeconfigAtAFacadeSyncsAndDropsEventWritesOnce) {
   EXPECT_TRUE(absl::StrContains(*logged, "read-only")) << *logged;
 
   // Still ready: /readyz is about the informers, not the event sink.
-  httplib::Client http("127.0.0.1",
-                       static_cast<int>(reader->ports.at("http")));
+  httplib::Client http("127.0.0.1", static_cast<int>(reader->ports.at("http")));
   httplib::Result ready = http.Get("/readyz");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200) << ready->body;
-  EXPECT_TRUE(WaitForHealthServing(reader->process->NewChannel(), "",
-                                   absl::Seconds(5))
-                  .ok());
+  EXPECT_TRUE(
+      WaitForHealthServing(reader->process->NewChannel(), "", absl::Seconds(5))
+          .ok());
 
   // An orderly stop writes (tries) whatever is still queued, so by its end
   // every event reached the facade, which refused each with 405...

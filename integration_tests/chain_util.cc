@@ -41,15 +41,14 @@ absl::StatusOr<std::string> HttpGetBody(int port, const std::string& path) {
         absl::StrCat("GET ", path, " on port ", port, ": no answer"));
   }
   if (r->status != 200) {
-    return absl::UnavailableError(absl::StrCat("GET ", path, ": HTTP ",
-                                               r->status, ": ", r->body));
+    return absl::UnavailableError(
+        absl::StrCat("GET ", path, ": HTTP ", r->status, ": ", r->body));
   }
   return r->body;
 }
 
 // "namespace/name" (or "name") and metadata.resourceVersion of an object.
-bool KeyAndVersion(const std::string& json, std::string* key,
-                   std::string* rv) {
+bool KeyAndVersion(const std::string& json, std::string* key, std::string* rv) {
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());
   if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("metadata")) {
@@ -60,8 +59,8 @@ bool KeyAndVersion(const std::string& json, std::string* key,
   const std::string ns =
       md.HasMember("namespace") ? md["namespace"].GetString() : "";
   *key = absl::StrCat(ns, ns.empty() ? "" : "/", md["name"].GetString());
-  *rv = md.HasMember("resourceVersion") ? md["resourceVersion"].GetString()
-                                        : "";
+  *rv =
+      md.HasMember("resourceVersion") ? md["resourceVersion"].GetString() : "";
   return true;
 }
 
@@ -284,10 +283,12 @@ PortedSidecar::~PortedSidecar() {
   if (!dir.empty()) std::filesystem::remove_all(dir, ec);
 }
 
-absl::StatusOr<PortedSidecar> StartPortedSidecar(
-    const std::string& binary, std::vector<std::string> flags,
-    const std::string& stderr_file, bool quiet, absl::Duration timeout,
-    std::vector<std::string> env) {
+absl::StatusOr<PortedSidecar> StartPortedSidecar(const std::string& binary,
+                                                 std::vector<std::string> flags,
+                                                 const std::string& stderr_file,
+                                                 bool quiet,
+                                                 absl::Duration timeout,
+                                                 std::vector<std::string> env) {
   char dir[] = "/tmp/chain_e2e_XXXXXX";
   if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp failed");
   PortedSidecar out;

@@ -190,9 +190,9 @@ struct Sample {
 
 // Makes `pid` call malloc_trim(0), through gdb.
 void TrimThroughGdb(pid_t pid) {
-  const std::string cmd = absl::StrCat(
-      "gdb -p ", pid,
-      " -batch -ex 'call (int) malloc_trim(0)' >/dev/null 2>&1");
+  const std::string cmd =
+      absl::StrCat("gdb -p ", pid,
+                   " -batch -ex 'call (int) malloc_trim(0)' >/dev/null 2>&1");
   if (std::system(cmd.c_str()) != 0) {
     std::fprintf(stderr, "gdb failed: %s\n", cmd.c_str());
   }
@@ -334,8 +334,8 @@ std::vector<Row> RunScenario(const Scenario& sc, const std::string& emu_bin,
       std::fprintf(stderr, "the stream never opened\n");
       std::exit(1);
     }
-    rows.push_back({sc.name, "synced, stream open",
-                    Measure(pid, http_port, true)});
+    rows.push_back(
+        {sc.name, "synced, stream open", Measure(pid, http_port, true)});
   }
 
   // Every update reaches the fan-out (each changes the resourceVersion):
@@ -408,8 +408,8 @@ int Main(const char* argv0) {
     return 1;
   }
   std::vector<Scenario> scenarios;
-  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_scenarios),
-                                            ',', absl::SkipEmpty())) {
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipEmpty())) {
     absl::StatusOr<Scenario> sc = ParseScenario(s);
     if (!sc.ok()) {
       std::fprintf(stderr, "%s\n", sc.status().ToString().c_str());
@@ -451,8 +451,7 @@ int Main(const char* argv0) {
                      "MiB, in flight %.2f MiB%s\n",
                      r + 1, row.scenario.c_str(), row.point.c_str(),
                      row.sample.rss.rss_mib, row.sample.rss.anon_mib,
-                     row.sample.rss.peak_mib,
-                     row.sample.history_events,
+                     row.sample.rss.peak_mib, row.sample.history_events,
                      row.sample.history_bytes / (1 << 20),
                      row.sample.pending_events,
                      row.sample.pending_bytes / (1 << 20),

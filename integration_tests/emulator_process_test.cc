@@ -17,11 +17,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "informer/cache/shared_informer.h"
 #include "informer/client/http_transport.h"
 #include "informer/client/kube_client.h"
 #include "informer/client/resource_client.h"
 #include "informer/util/clock.h"
-#include "informer/cache/shared_informer.h"
 #include "integration_tests/test_harness.h"
 #include "rapidjson/document.h"
 

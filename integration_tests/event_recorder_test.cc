@@ -11,13 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "emulator/emulator.h"
 #include "gtest/gtest.h"
 #include "informer/client/credentials.h"
 #include "informer/client/http_transport.h"
-#include "informer/util/clock.h"
 #include "informer/record/event_correlator.h"
 #include "informer/record/event_sink.h"
-#include "emulator/emulator.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 namespace {

@@ -10,13 +10,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "emulator/emulator_with_faults.h"
 #include "gtest/gtest.h"
-#include "informer/object/api_error.h"
 #include "informer/client/credentials.h"
 #include "informer/client/http_transport.h"
-#include "informer/util/clock.h"
+#include "informer/object/api_error.h"
 #include "informer/record/event_correlator.h"
-#include "emulator/emulator_with_faults.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 namespace {
@@ -153,10 +153,12 @@ RecordOutcome RecordWithoutRetry(SinkRecorder& recorder, const Event& event) {
 }
 
 TEST(SinkRecorderTest, AnsweredFailuresAreNotRetried) {
-  const std::vector<absl::Status> answers = {
-      HttpError(500),           HttpError(503), HttpError(504),
-      HttpError(429),           HttpError(409, "Conflict"),
-      HttpError(409, "AlreadyExists")};
+  const std::vector<absl::Status> answers = {HttpError(500),
+                                             HttpError(503),
+                                             HttpError(504),
+                                             HttpError(429),
+                                             HttpError(409, "Conflict"),
+                                             HttpError(409, "AlreadyExists")};
   for (const absl::Status& answer : answers) {
     FakeClock clock;
     ScriptedSink sink;
@@ -380,9 +382,9 @@ TEST_F(ApiEventSinkTest, ServerErrorAnswerIsFinal) {
   emu_->faults().FailRequests("create", "events", 500, 1);
   CountingSink counting(sink_.get());
   SinkRecorder recorder(&counting, &clock_);
-  EXPECT_EQ(RecordWithoutRetry(recorder,
-                               MakeEvent(clock_.Now(), "Started", "ok")),
-            RecordOutcome::kRejected);
+  EXPECT_EQ(
+      RecordWithoutRetry(recorder, MakeEvent(clock_.Now(), "Started", "ok")),
+      RecordOutcome::kRejected);
   EXPECT_EQ(counting.creates(), 1);
   EXPECT_TRUE(ServerEvents().empty());
   // The next event goes through.
@@ -416,8 +418,7 @@ TEST_F(ApiEventSinkTest, UnreachableServerIsRetried) {
   gone.Stop();
   auto transport = client::HttpTransport::Create(
       config,
-      std::make_unique<client::StaticCredentialProvider>(
-          client::Credentials()),
+      std::make_unique<client::StaticCredentialProvider>(client::Credentials()),
       RealClock());
   ASSERT_TRUE(transport.ok()) << transport.status();
   ApiEventSink dead(transport->get());

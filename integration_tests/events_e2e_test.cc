@@ -20,11 +20,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "informer/cache/event_handler.h"
+#include "informer/cache/shared_informer.h"
 #include "informer/client/kube_client.h"
 #include "informer/client/resource_client.h"
 #include "informer/record/event_correlator.h"
-#include "informer/cache/event_handler.h"
-#include "informer/cache/shared_informer.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/events.grpc.pb.h"
@@ -294,8 +294,7 @@ TEST_F(EventsE2eTest, AnAnsweredServerErrorIsNotRetried) {
   ASSERT_TRUE(server_events_->Await([](const auto& events) {
     return ServerEvents::About(events, "web-1").size() == 1;
   }));
-  EXPECT_TRUE(
-      ServerEvents::About(server_events_->Snapshot(), "web-0").empty());
+  EXPECT_TRUE(ServerEvents::About(server_events_->Snapshot(), "web-0").empty());
 }
 
 TEST_F(EventsE2eTest, A429RetryAfterIsHonoured) {

@@ -422,9 +422,9 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
       backend.name.c_str(), sc.rate, sc.streams, r.deliveries_per_s, r.p50,
       r.p99, r.p999, r.delivered_pct, r.events_per_message, r.bytes_per_event,
       100.0 * r.server_cpu, r.cpu_per_million, 100.0 * r.subscribers_cpu,
-      backend.source_pid > 0 ? absl::StrFormat("%.0f%%", 100.0 * r.source_cpu)
-                                   .c_str()
-                             : "-");
+      backend.source_pid > 0
+          ? absl::StrFormat("%.0f%%", 100.0 * r.source_cpu).c_str()
+          : "-");
   std::fflush(stdout);
   for (auto& s : subs) s->Cancel();
   for (auto& s : subs) s->AwaitDone();
@@ -432,9 +432,10 @@ RunResult RunFanout(const Scenario& sc, const Backend& backend,
 }
 
 // Medians per scenario and backend, and the sidecar/floor CPU ratio.
-void PrintSummary(const std::vector<Scenario>& scenarios,
-                  const std::vector<std::string>& backends,
-                  const std::vector<std::vector<std::vector<RunResult>>>& runs) {
+void PrintSummary(
+    const std::vector<Scenario>& scenarios,
+    const std::vector<std::string>& backends,
+    const std::vector<std::vector<std::vector<RunResult>>>& runs) {
   std::printf(
       "\nMedians of %d run(s) per row:\n\n| write rate | streams | backend | "
       "deliveries | p50 | p99 | events/message | server CPU | CPU per "
@@ -599,8 +600,7 @@ int RunFanoutScenarios(const std::vector<Scenario>& scenarios,
             address, grpc::InsecureChannelCredentials(), args);
       };
     } else {
-      std::fprintf(stderr,
-                   "unknown backend %s (sidecar, floor, NAME=PATH)\n",
+      std::fprintf(stderr, "unknown backend %s (sidecar, floor, NAME=PATH)\n",
                    name.c_str());
       return 1;
     }
@@ -657,14 +657,14 @@ int Main(const char* argv0) {
   }
 
   if (!scenarios.empty()) {
-    absl::StatusOr<std::string> floor_bin =
-        integration::FindRunfile("integration_tests/fanout_floor_server", argv0);
+    absl::StatusOr<std::string> floor_bin = integration::FindRunfile(
+        "integration_tests/fanout_floor_server", argv0);
     if (!floor_bin.ok()) {
       std::fprintf(stderr, "%s\n", floor_bin.status().ToString().c_str());
       return 1;
     }
-    const int rc = RunFanoutScenarios(scenarios, *emu_bin, *sidecar_bin,
-                                      *floor_bin, dir);
+    const int rc =
+        RunFanoutScenarios(scenarios, *emu_bin, *sidecar_bin, *floor_bin, dir);
     if (rc != 0) return rc;
   }
 

@@ -49,8 +49,8 @@
 #include "absl/time/time.h"
 #include "integration_tests/bench_stats.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/ops/malloc_tuning.h"
 #include "server/informer_service/watch/resume_token.h"
+#include "server/ops/malloc_tuning.h"
 
 ABSL_FLAG(int, port, 0, "HTTP control port on 127.0.0.1 (0: any).");
 ABSL_FLAG(std::string, grpc_listen, "", "gRPC address, e.g. unix:/tmp/x.sock.");
@@ -77,8 +77,7 @@ grpc::Slice EncodeEvent(v1::EventType type, const std::string& json,
   e->set_resource_version(rv);
   e->set_resume_token(token);
   grpc::Slice slice(response.ByteSizeLong());
-  response.SerializeWithCachedSizesToArray(
-      const_cast<uint8_t*>(slice.begin()));
+  response.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
   return slice;
 }
 
@@ -99,7 +98,8 @@ std::string ConfigMapJson(const std::string& ns, int index, int64_t rv,
   const size_t written = json.size() + labels.size() + 2 + data.size() +
                          std::string(",\"payload\":\"").size();
   const size_t target = static_cast<size_t>(std::max(object_bytes, 0));
-  const size_t pad = target > written + 4 + 150 ? target - written - 4 - 150 : 0;
+  const size_t pad =
+      target > written + 4 + 150 ? target - written - 4 - 150 : 0;
   absl::StrAppendFormat(
       &json,
       "\"uid\":\"%08x-0000-4000-8000-000000000000\",\"resourceVersion\":\"%d\","
@@ -257,12 +257,13 @@ class Hub {
           const int64_t at = flush_due_ns_;
           const int64_t now = integration::MonotonicNanos();
           if (now >= at) break;
-          auto changed = [this, at]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                             flush_mu_) { return stop_ || flush_due_ns_ < at; };
-          flush_mu_.AwaitWithTimeout(
-              absl::Condition(&changed),
-              at == INT64_MAX ? absl::InfiniteDuration()
-                              : absl::Nanoseconds(at - now));
+          auto changed = [this, at]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_) {
+            return stop_ || flush_due_ns_ < at;
+          };
+          flush_mu_.AwaitWithTimeout(absl::Condition(&changed),
+                                     at == INT64_MAX
+                                         ? absl::InfiniteDuration()
+                                         : absl::Nanoseconds(at - now));
         }
         flush_due_ns_ = INT64_MAX;
         due.assign(deferred_.begin(), deferred_.end());
@@ -400,7 +401,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--grpc_listen is required\n");
     return 2;
   }
-  Hub hub(absl::GetFlag(FLAGS_batch_window), absl::GetFlag(FLAGS_batch_min_rate),
+  Hub hub(absl::GetFlag(FLAGS_batch_window),
+          absl::GetFlag(FLAGS_batch_min_rate),
           static_cast<size_t>(absl::GetFlag(FLAGS_max_message_bytes)));
   FloorService service(&hub);
   grpc::ServerBuilder builder;
@@ -443,9 +445,9 @@ int main(int argc, char** argv) {
               res.set_content(req.body, "application/json");
             });
   const int port = absl::GetFlag(FLAGS_port);
-  const int bound = port == 0 ? http.bind_to_any_port("127.0.0.1")
-                              : (http.bind_to_port("127.0.0.1", port) ? port
-                                                                       : -1);
+  const int bound = port == 0
+                        ? http.bind_to_any_port("127.0.0.1")
+                        : (http.bind_to_port("127.0.0.1", port) ? port : -1);
   if (bound <= 0) {
     std::fprintf(stderr, "cannot bind the control port\n");
     return 1;

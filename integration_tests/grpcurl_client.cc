@@ -61,8 +61,7 @@ GrpcurlClient::GrpcurlClient(std::shared_ptr<grpc::Channel> channel)
 absl::StatusOr<refl::ServerReflectionResponse> GrpcurlClient::Ask(
     const refl::ServerReflectionRequest& request) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::seconds(30));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   auto stream = stub_->ServerReflectionInfo(&ctx);
   refl::ServerReflectionResponse response;
   const bool sent = stream->Write(request) && stream->WritesDone();
@@ -133,9 +132,8 @@ absl::Status GrpcurlClient::Resolve(absl::string_view symbol) {
   request.set_file_containing_symbol(std::string(symbol));
   absl::StatusOr<refl::ServerReflectionResponse> response = Ask(request);
   if (!response.ok()) {
-    return absl::NotFoundError(absl::StrCat(
-        "Symbol not found: ", symbol, " (", response.status().message(),
-        ")"));
+    return absl::NotFoundError(absl::StrCat("Symbol not found: ", symbol, " (",
+                                            response.status().message(), ")"));
   }
   if (absl::Status st = AddFiles(*response); !st.ok()) return st;
   const std::string name(symbol);
@@ -177,8 +175,8 @@ absl::StatusOr<const pb::ServiceDescriptor*> GrpcurlClient::ResolveService(
     for (const pb::Descriptor* type :
          {sd->method(i)->input_type(), sd->method(i)->output_type()}) {
       if (absl::Status st = ResolveMessage(type, &seen); !st.ok()) {
-        return absl::NotFoundError(absl::StrCat(
-            sd->method(i)->full_name(), ": ", st.message()));
+        return absl::NotFoundError(
+            absl::StrCat(sd->method(i)->full_name(), ": ", st.message()));
       }
     }
   }
@@ -221,20 +219,19 @@ absl::StatusOr<std::vector<std::string>> GrpcurlClient::Call(
     if (!st.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("-d does not parse as ",
-                       (*md)->input_type()->full_name(), ": ",
-                       st.ToString()));
+                       (*md)->input_type()->full_name(), ": ", st.ToString()));
     }
   }
   const bool streaming = (*md)->server_streaming();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(
-                       streaming ? stream_deadline : absl::Seconds(30)));
+                   absl::ToChronoMilliseconds(streaming ? stream_deadline
+                                                        : absl::Seconds(30)));
   grpc::GenericStub stub(channel_);
   grpc::CompletionQueue cq;
   auto call = stub.PrepareCall(
-      &ctx, absl::StrCat("/", (*md)->service()->full_name(), "/",
-                         (*md)->name()),
+      &ctx,
+      absl::StrCat("/", (*md)->service()->full_name(), "/", (*md)->name()),
       &cq);
   void* tag;
   bool ok = false;
@@ -253,8 +250,8 @@ absl::StatusOr<std::vector<std::string>> GrpcurlClient::Call(
   }
   std::vector<std::string> responses;
   absl::Status decode_error;
-  while (alive && (!streaming || static_cast<int>(responses.size()) <
-                                     max_messages)) {
+  while (alive &&
+         (!streaming || static_cast<int>(responses.size()) < max_messages)) {
     grpc::ByteBuffer received;
     call->Read(&received, Tag(4));
     if (!cq.Next(&tag, &ok) || !ok) break;
@@ -267,8 +264,7 @@ absl::StatusOr<std::vector<std::string>> GrpcurlClient::Call(
                                   static_cast<int>(whole.size())) ||
         !pb::util::MessageToJsonString(*response, &out).ok()) {
       decode_error = absl::DataLossError(absl::StrCat(
-          "response does not decode as ",
-          (*md)->output_type()->full_name()));
+          "response does not decode as ", (*md)->output_type()->full_name()));
       break;
     }
     responses.push_back(std::move(out));

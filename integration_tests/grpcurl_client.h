@@ -11,16 +11,15 @@
 // cannot describe a service (grpc.health.v1.Health was listed but not
 // describable, so grpcurl could not call it while such a test passed).
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor_database.h>
+#include <google/protobuf/dynamic_message.h>
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/descriptor_database.h>
-#include <google/protobuf/dynamic_message.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -65,8 +64,7 @@ class GrpcurlClient {
   // returned as is.
   absl::StatusOr<std::vector<std::string>> Call(
       absl::string_view full_method, absl::string_view json,
-      int max_messages = 1,
-      absl::Duration stream_deadline = absl::Seconds(5));
+      int max_messages = 1, absl::Duration stream_deadline = absl::Seconds(5));
 
   // The method `pkg.Service/Method`, resolved through reflection.
   absl::StatusOr<const google::protobuf::MethodDescriptor*> ResolveMethod(
@@ -100,10 +98,10 @@ std::vector<std::string> GrpcurlCommandsOf(absl::string_view markdown);
 
 // A grpcurl command line, parsed.
 struct GrpcurlInvocation {
-  std::string data;          // -d
-  bool stdin_data = false;   // -d @ (requests from stdin)
-  std::string verb;          // "list", "describe" or empty (a call)
-  std::string target;        // "pkg.Service/Method" or the described symbol
+  std::string data;         // -d
+  bool stdin_data = false;  // -d @ (requests from stdin)
+  std::string verb;         // "list", "describe" or empty (a call)
+  std::string target;       // "pkg.Service/Method" or the described symbol
 };
 GrpcurlInvocation ParseGrpcurl(absl::string_view command);
 

@@ -20,15 +20,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "gtest/gtest.h"
-#include "informer/object/api_error.h"
-#include "informer/client/kube_client.h"
-#include "informer/client/resource_client.h"
-#include "informer/util/clock.h"
-#include "informer/cache/shared_informer.h"
-#include "integration_tests/test_harness.h"
 #include "emulator/emulator_with_faults.h"
 #include "emulator/seed.h"
+#include "gtest/gtest.h"
+#include "informer/cache/shared_informer.h"
+#include "informer/client/kube_client.h"
+#include "informer/client/resource_client.h"
+#include "informer/object/api_error.h"
+#include "informer/util/clock.h"
+#include "integration_tests/test_harness.h"
 
 namespace integration {
 namespace {
@@ -589,8 +589,7 @@ TEST_F(InformerVsEmulatorTest, RestartWithCaughtUpClientResumesWithoutRelist) {
 // etcd (which still has RV), so it returns the old state at RV; the watch
 // from RV gets 410 again, forever. The relist must ask for the current
 // state (no limit at a non-zero RV) and every round must back off.
-TEST_F(InformerVsEmulatorTest,
-       PausedAcrossTwoRestartsRelistsOnceAndConverges) {
+TEST_F(InformerVsEmulatorTest, PausedAcrossTwoRestartsRelistsOnceAndConverges) {
   StartAll(Scenario{});
   AwaitWatch();
   pump_->Pause();

@@ -313,11 +313,12 @@ void RunLists(int emu_port, int facade_port) {
       f_ms.push_back(f.ms);
     }
     const double em = integration::Median(e_ms), fm = integration::Median(f_ms);
-    std::printf("| %s | %d | %s | %d | %.1f ms | %.1f ms | %.2f | %.1f | %.1f "
-                "|\n",
-                c.resource, c.objects,
-                c.limit > 0 ? absl::StrCat(c.limit).c_str() : "none", f.pages,
-                em, fm, em > 0 ? fm / em : 0, e.bytes / 1e6, f.bytes / 1e6);
+    std::printf(
+        "| %s | %d | %s | %d | %.1f ms | %.1f ms | %.2f | %.1f | %.1f "
+        "|\n",
+        c.resource, c.objects,
+        c.limit > 0 ? absl::StrCat(c.limit).c_str() : "none", f.pages, em, fm,
+        em > 0 ? fm / em : 0, e.bytes / 1e6, f.bytes / 1e6);
     std::fflush(stdout);
   }
 }
@@ -326,10 +327,10 @@ void RunLists(int emu_port, int facade_port) {
 // chunked body, split into newline-terminated events.
 struct Watcher {
   int fd = -1;
-  std::string in;      // unparsed bytes
+  std::string in;  // unparsed bytes
   bool head_done = false;
   int64_t chunk_left = -1;  // -1: expecting a chunk-size line
-  std::string event;   // the event being assembled
+  std::string event;        // the event being assembled
   bool fenced = false;
   bool ended = false;
 };
@@ -501,17 +502,17 @@ class WatchLoop {
 
 void CreateFence(int emu_port, const std::string& name) {
   HttpClient emu(emu_port);
-  HttpClient::Result r = emu.Request(
-      "/api/v1/namespaces/bench/configmaps", "POST",
-      absl::StrCat("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\","
-                   "\"metadata\":{\"name\":\"",
-                   name, "\"}}"));
+  HttpClient::Result r =
+      emu.Request("/api/v1/namespaces/bench/configmaps", "POST",
+                  absl::StrCat("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\","
+                               "\"metadata\":{\"name\":\"",
+                               name, "\"}}"));
   if (r.status != 201) Die(absl::StrCat("fence: HTTP ", r.status));
 }
 
 struct PhaseRow {
-  double updates_per_s = 0, delivered = 0, p50 = 0, p99 = 0, sidecar_cpu = 0, emu_cpu = 0,
-         client_cpu = 0;
+  double updates_per_s = 0, delivered = 0, p50 = 0, p99 = 0, sidecar_cpu = 0,
+         emu_cpu = 0, client_cpu = 0;
   int ended = 0, errors = 0;
   bool complete = true;  // every open watch saw the end fence in time
 };
@@ -554,9 +555,9 @@ PhaseRow RunPhase(int port, int emu_port, pid_t sidecar, pid_t emulator,
   });
   // Reads while the load runs; a watcher that has not caught up a minute
   // after the load ended is late.
-  const bool all = loop.RunUntilFence(
-      absl::StrCat("fence-end-", *fence_index),
-      absl::GetFlag(FLAGS_duration) + absl::Seconds(60));
+  const bool all =
+      loop.RunUntilFence(absl::StrCat("fence-end-", *fence_index),
+                         absl::GetFlag(FLAGS_duration) + absl::Seconds(60));
   writer.join();
   ++*fence_index;
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
@@ -577,10 +578,10 @@ PhaseRow RunPhase(int port, int emu_port, pid_t sidecar, pid_t emulator,
   row.updates_per_s =
       updates / absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration));
   row.delivered =
-      updates > 0 ? 100.0 * r.latencies_us.size() /
-                        (static_cast<double>(updates) *
-                         absl::GetFlag(FLAGS_watchers))
-                  : 0;
+      updates > 0
+          ? 100.0 * r.latencies_us.size() /
+                (static_cast<double>(updates) * absl::GetFlag(FLAGS_watchers))
+          : 0;
   row.p50 = integration::PercentileMs(r.latencies_us, 0.5);
   row.p99 = integration::PercentileMs(r.latencies_us, 0.99);
   row.sidecar_cpu =
@@ -642,10 +643,9 @@ void RunFanout(int emu_port, int facade_port, pid_t sidecar, pid_t emulator) {
           facade ? "facade" : "emulator", rate, med(&PhaseRow::updates_per_s),
           absl::GetFlag(FLAGS_watchers),
           med(&PhaseRow::updates_per_s) * absl::GetFlag(FLAGS_watchers),
-          med(&PhaseRow::delivered), med(&PhaseRow::p50),
-          med(&PhaseRow::p99), med(&PhaseRow::sidecar_cpu),
-          med(&PhaseRow::emu_cpu), med(&PhaseRow::client_cpu), ended, errors,
-          late, rows[facade].size());
+          med(&PhaseRow::delivered), med(&PhaseRow::p50), med(&PhaseRow::p99),
+          med(&PhaseRow::sidecar_cpu), med(&PhaseRow::emu_cpu),
+          med(&PhaseRow::client_cpu), ended, errors, late, rows[facade].size());
       std::fflush(stdout);
     }
   }
@@ -678,16 +678,17 @@ int Main(const char* argv0) {
         absl::StrCat("/_emulator/load?namespace=cms&millis=0&objects=",
                      absl::GetFlag(FLAGS_configmaps), "&bytes=1024"),
         "POST");
-    if (r.status != 200) Die(absl::StrCat("seeding: HTTP ", r.status, " ", r.head));
+    if (r.status != 200)
+      Die(absl::StrCat("seeding: HTTP ", r.status, " ", r.head));
   }
   auto kubeconfig = integration::WriteKubeconfig(dir, (*emu)->url());
   if (!kubeconfig.ok()) Die(kubeconfig.status().ToString());
-  SidecarChild sidecar(*sidecar_bin,
-                       {"--kubeconfig=" + *kubeconfig,
-                        "--resources=pods,configmaps",
-                        "--grpc_listen=127.0.0.1:0", "--http_listen=",
-                        "--print_events=false", "--kube_api_listen=127.0.0.1:0"},
-                       quiet);
+  SidecarChild sidecar(
+      *sidecar_bin,
+      {"--kubeconfig=" + *kubeconfig, "--resources=pods,configmaps",
+       "--grpc_listen=127.0.0.1:0", "--http_listen=", "--print_events=false",
+       "--kube_api_listen=127.0.0.1:0"},
+      quiet);
   const int facade_port = sidecar.AwaitPort(absl::Minutes(5));
   // The facade's first request of a resource waits for its sync (up to
   // 60 s, then 503): repeat until both answer.
@@ -702,12 +703,12 @@ int Main(const char* argv0) {
       }
     }
   }
-  std::printf("kube_api_bench: %d pods, %d configmaps, %d runs; %s\n\n",
-              absl::GetFlag(FLAGS_pods), absl::GetFlag(FLAGS_configmaps),
-              absl::GetFlag(FLAGS_runs),
-              absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(),
-                               absl::UTCTimeZone())
-                  .c_str());
+  std::printf(
+      "kube_api_bench: %d pods, %d configmaps, %d runs; %s\n\n",
+      absl::GetFlag(FLAGS_pods), absl::GetFlag(FLAGS_configmaps),
+      absl::GetFlag(FLAGS_runs),
+      absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(), absl::UTCTimeZone())
+          .c_str());
   RunLists(emu_port, facade_port);
   RunFanout(emu_port, facade_port, sidecar.pid(), (*emu)->pid());
   return 0;

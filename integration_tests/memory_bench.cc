@@ -15,10 +15,10 @@
 // object = (RSS with N - RSS with none) / N. Medians over the runs.
 //
 // Part 2, where the bytes go: a fresh child process of this binary
-// (--child; and of --baseline_bench, a memory_bench built elsewhere) syncs the same list into a SharedIndexInformer configured as
-// the sidecar configures it (namespace index), under the same malloc
-// settings, and accounts the heap with mallinfo2 (bytes in use) and
-// Object::MemoryUsage():
+// (--child; and of --baseline_bench, a memory_bench built elsewhere) syncs the
+// same list into a SharedIndexInformer configured as the sidecar configures it
+// (namespace index), under the same malloc settings, and accounts the heap with
+// mallinfo2 (bytes in use) and Object::MemoryUsage():
 //   JSON        the cached JSON text (Object::json())
 //   metadata    the rest of each Object: its struct, parsed fields, labels,
 //               shared_ptr control block
@@ -120,11 +120,11 @@ std::string ConfigMapJson(int i) {
 bool Seed(int port, int n) {
   {
     httplib::Client cli("127.0.0.1", port);
-    auto ns = cli.Post("/api/v1/namespaces",
-                       absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)",
-                                    R"("metadata":{"name":")", kNamespace,
-                                    R"("}})"),
-                       "application/json");
+    auto ns =
+        cli.Post("/api/v1/namespaces",
+                 absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)",
+                              R"("metadata":{"name":")", kNamespace, R"("}})"),
+                 "application/json");
     if (!ns || (ns->status != 201 && ns->status != 409)) return false;
   }
   constexpr int kThreads = 4;
@@ -289,8 +289,7 @@ int RunChild() {
   std::printf("other_heap %lld\n",
               static_cast<long long>(heap - json - meta - keys - store_index));
   std::printf("heap %lld\nrss %lld\nrss_trimmed %lld\n",
-              static_cast<long long>(heap),
-              static_cast<long long>(rss1 - rss0),
+              static_cast<long long>(heap), static_cast<long long>(rss1 - rss0),
               static_cast<long long>(rss1t - rss0));
   inf.Stop();
   return 0;
@@ -298,9 +297,9 @@ int RunChild() {
 
 int RunBreakdown(const std::string& label, const std::string& self,
                  const std::string& url, const std::string& tunables) {
-  const std::string cmd = absl::StrCat("env ", TunablesEnv(tunables), " ",
-                                       self, " --child --server=", url,
-                                       " 2>/dev/null");
+  const std::string cmd =
+      absl::StrCat("env ", TunablesEnv(tunables), " ", self,
+                   " --child --server=", url, " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return 1;
   std::string out;
@@ -319,14 +318,14 @@ int RunBreakdown(const std::string& label, const std::string& self,
   }
   const double n = v["objects"];
   if (n <= 0) return 1;
-  std::printf("\nbreakdown, %s (%s malloc settings, in-process informer, "
-              "%.0f objects)\n| part | bytes/object | MB |\n| --- | --- | "
-              "--- |\n",
-              label.c_str(), tunables.c_str(), n);
+  std::printf(
+      "\nbreakdown, %s (%s malloc settings, in-process informer, "
+      "%.0f objects)\n| part | bytes/object | MB |\n| --- | --- | "
+      "--- |\n",
+      label.c_str(), tunables.c_str(), n);
   const double free_kept = v["rss"] - v["heap"];
   const double free_trimmed = v["rss_trimmed"] - v["heap"];
-  for (const auto& [name, val] :
-       std::vector<std::pair<std::string, double>>{
+  for (const auto& [name, val] : std::vector<std::pair<std::string, double>>{
            {"JSON", v["json"]},
            {"metadata", v["metadata"]},
            {"keys", v["keys"]},

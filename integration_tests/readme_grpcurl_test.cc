@@ -39,9 +39,8 @@ std::vector<std::string> DocumentPaths() {
   absl::StatusOr<std::string> readme = FindRunfile("README.md");
   if (!readme.ok()) return paths;
   paths.push_back(*readme);
-  const std::string docs =
-      absl::StrCat(readme->substr(0, readme->size() - strlen("README.md")),
-                   "docs");
+  const std::string docs = absl::StrCat(
+      readme->substr(0, readme->size() - strlen("README.md")), "docs");
   if (DIR* dir = opendir(docs.c_str())) {
     std::vector<std::string> found;
     while (dirent* e = readdir(dir)) {
@@ -59,8 +58,7 @@ std::vector<std::string> DocumentPaths() {
 class ReadmeGrpcurlTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::string> binary =
-        FindRunfile("server/informer_sidecar");
+    absl::StatusOr<std::string> binary = FindRunfile("server/informer_sidecar");
     ASSERT_TRUE(binary.ok()) << binary.status();
     SidecarProcess::Options options;
     options.flags = {"--demo", "--print_events=false",
@@ -103,10 +101,12 @@ TEST_F(ReadmeGrpcurlTest, EveryListedServiceResolvesThroughReflection) {
 TEST_F(ReadmeGrpcurlTest, HealthCheckAndWatchThroughReflection) {
   GrpcurlClient client(sidecar_->NewChannel());
   // The sidecar started with health SERVING (SidecarProcess waits for it).
-  auto overall = client.Call("grpc.health.v1.Health/Check", R"({"service":""})");
+  auto overall =
+      client.Call("grpc.health.v1.Health/Check", R"({"service":""})");
   ASSERT_TRUE(overall.ok()) << overall.status();
   EXPECT_EQ(*overall, std::vector<std::string>{R"({"status":"SERVING"})"});
-  auto pods = client.Call("grpc.health.v1.Health/Check", R"({"service":"pods"})");
+  auto pods =
+      client.Call("grpc.health.v1.Health/Check", R"({"service":"pods"})");
   ASSERT_TRUE(pods.ok()) << pods.status();
   EXPECT_EQ(*pods, std::vector<std::string>{R"({"status":"SERVING"})"});
   auto unknown =

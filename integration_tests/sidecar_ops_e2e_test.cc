@@ -345,10 +345,10 @@ class OpsE2eTest : public ::testing::Test {
     ASSERT_TRUE(emulator.ok()) << emulator.status();
     emulator_ = *std::move(emulator);
     httplib::Client control("127.0.0.1", emulator_->port());
-    httplib::Result armed =
-        control.Post(absl::StrCat("/_emulator/fail?verb=list&resource=",
-                                  resource, "&code=", code, "&count=-1"),
-                     "", "text/plain");
+    httplib::Result armed = control.Post(
+        absl::StrCat("/_emulator/fail?verb=list&resource=", resource,
+                     "&code=", code, "&count=-1"),
+        "", "text/plain");
     ASSERT_TRUE(armed);
     ASSERT_EQ(armed->status, 200);
     absl::StatusOr<std::string> kubeconfig =
@@ -454,8 +454,7 @@ TEST_F(OpsE2eTest, WatchOnAResourceTheApiServerForbidsEndsWithTheReason) {
 
   ClearFaults();
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::seconds(60));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
       stub->Watch(&ctx, watch);
   bool initial_done = false;

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -33,8 +33,7 @@ std::string Workspace() {
 }
 
 std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
-  return std::chrono::system_clock::now() +
-         absl::ToChronoMilliseconds(timeout);
+  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
 }
 
 }  // namespace
@@ -56,10 +55,9 @@ absl::StatusOr<std::string> FindRunfile(absl::string_view relative,
   for (const std::string& c : candidates) {
     if (access(c.c_str(), R_OK) == 0) return c;
   }
-  return absl::NotFoundError(absl::StrCat(relative, " not found in runfiles; tried ",
-                                          candidates.front(), " and ",
-                                          candidates.size() - 1,
-                                          " other places"));
+  return absl::NotFoundError(absl::StrCat(
+      relative, " not found in runfiles; tried ", candidates.front(), " and ",
+      candidates.size() - 1, " other places"));
 }
 
 absl::StatusOr<std::string> WriteKubeconfig(const std::string& dir,
@@ -114,8 +112,8 @@ absl::Status WaitForHealthServing(const std::shared_ptr<grpc::Channel>& channel,
           if (!cq.Next(&tag, &ok) || !ok) break;
           grpc::Slice got;
           if (!response.DumpToSingleSlice(&got).ok()) break;
-          serving = got.size() == 2 && got.begin()[0] == 0x08 &&
-                    got.begin()[1] == 1;
+          serving =
+              got.size() == 2 && got.begin()[0] == 0x08 && got.begin()[1] == 1;
         }
       }
     }
@@ -207,8 +205,7 @@ absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Start(
         exited ? absl::StrCat(" (it exited with status ", status, ")") : ""));
   }
   if (options.wait_serving) {
-    absl::Status st =
-        WaitForHealthServing(channel, "", options.start_timeout);
+    absl::Status st = WaitForHealthServing(channel, "", options.start_timeout);
     if (!st.ok()) return st;
   }
   return p;

@@ -65,7 +65,8 @@ class SidecarProcess {
     std::vector<std::string> env;
   };
 
-  // `binary`: the sidecar's path, e.g. from FindRunfile("server/informer_sidecar").
+  // `binary`: the sidecar's path, e.g. from
+  // FindRunfile("server/informer_sidecar").
   static absl::StatusOr<std::unique_ptr<SidecarProcess>> Start(
       const std::string& binary, Options options);
   ~SidecarProcess();

@@ -81,19 +81,20 @@ namespace {
 
 // The stages of one sidecar start, in seconds.
 struct SidecarRun {
-  double total = 0;      // spawn -> SERVING seen by the health Watch
-  double start = 0;      // spawn -> first log line
-  double setup = 0;      // -> "listing"
-  double list = 0;       // -> "listed" minus Replace
-  double replace = 0;    // Replace, as the reflector logged it
-  double pops = 0;       // "listed" -> "cache synced"
-  double serving = 0;    // "cache synced" -> SERVING
-  double rss_mb = 0;     // VmRSS once SERVING
+  double total = 0;    // spawn -> SERVING seen by the health Watch
+  double start = 0;    // spawn -> first log line
+  double setup = 0;    // -> "listing"
+  double list = 0;     // -> "listed" minus Replace
+  double replace = 0;  // Replace, as the reflector logged it
+  double pops = 0;     // "listed" -> "cache synced"
+  double serving = 0;  // "cache synced" -> SERVING
+  double rss_mb = 0;   // VmRSS once SERVING
 };
 
 // A glog line's time ("I20261201 19:05:24.711112 ..."), local time.
 bool LogLineTime(const std::string& line, absl::Time* t) {
-  if (line.size() < 25 || std::string("IWEF").find(line[0]) == std::string::npos) {
+  if (line.size() < 25 ||
+      std::string("IWEF").find(line[0]) == std::string::npos) {
     return false;
   }
   std::string err;
@@ -104,8 +105,7 @@ bool LogLineTime(const std::string& line, absl::Time* t) {
 // Reads the child's stderr to its end, keeping the lines.
 class LogReader {
  public:
-  explicit LogReader(int fd)
-      : fd_(fd), thread_([this] { Run(); }) {}
+  explicit LogReader(int fd) : fd_(fd), thread_([this] { Run(); }) {}
   ~LogReader() { Join(); }
   void Join() {
     if (thread_.joinable()) thread_.join();
@@ -143,8 +143,7 @@ double RssMb(pid_t pid) {
   while (std::getline(status, line)) {
     if (absl::StartsWith(line, "VmRSS:")) {
       double kb = 0;
-      std::vector<std::string> f =
-          absl::StrSplit(line, ' ', absl::SkipEmpty());
+      std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
       if (f.size() >= 2 && absl::SimpleAtod(f[1], &kb)) return kb / 1024;
     }
   }
@@ -161,7 +160,8 @@ absl::Status StagesFromLog(const std::vector<std::string>& lines,
     absl::Time t;
     if (!LogLineTime(line, &t)) continue;
     if (first == absl::InfinitePast()) first = t;
-    if (absl::StrContains(line, ": listing") && listing == absl::InfinitePast()) {
+    if (absl::StrContains(line, ": listing") &&
+        listing == absl::InfinitePast()) {
       listing = t;
     }
     const size_t at = line.find("(Replace ");
@@ -182,9 +182,8 @@ absl::Status StagesFromLog(const std::vector<std::string>& lines,
   }
   if (synced == absl::InfinitePast() || listed == absl::InfinitePast() ||
       listing == absl::InfinitePast()) {
-    return absl::InternalError(
-        absl::StrCat("sidecar log lacks the sync lines:\n",
-                     absl::StrJoin(lines, "\n")));
+    return absl::InternalError(absl::StrCat(
+        "sidecar log lacks the sync lines:\n", absl::StrJoin(lines, "\n")));
   }
   auto s = [](absl::Duration d) { return absl::ToDoubleSeconds(d); };
   run->total = s(serving - spawned);
@@ -270,9 +269,9 @@ struct CurlResult {
 };
 
 absl::StatusOr<CurlResult> Curl(const std::string& url, bool compressed) {
-  const std::string cmd = absl::StrCat(
-      "curl -s -o /dev/null ", compressed ? "--compressed " : "",
-      "-w '%{size_download} %{time_total}' '", url, "'");
+  const std::string cmd =
+      absl::StrCat("curl -s -o /dev/null ", compressed ? "--compressed " : "",
+                   "-w '%{size_download} %{time_total}' '", url, "'");
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return absl::InternalError("popen curl");
   char buf[256];
@@ -371,8 +370,9 @@ absl::Status RunCase(const std::string& emulator,
   absl::StatusOr<std::unique_ptr<integration::EmulatorProcess>> emu =
       integration::EmulatorProcess::Start(
           emulator,
-          {absl::StrCat(c.resource == "pods" ? "--seed_pods=" : "--seed_configmaps=",
-                        c.count),
+          {absl::StrCat(
+               c.resource == "pods" ? "--seed_pods=" : "--seed_configmaps=",
+               c.count),
            absl::StrCat("--serve_bytes_per_sec=", rate)},
           /*quiet=*/true);
   if (!emu.ok()) return emu.status();
@@ -383,8 +383,8 @@ absl::Status RunCase(const std::string& emulator,
       integration::WriteKubeconfig(dir, (*emu)->url());
   if (!kubeconfig.ok()) return kubeconfig.status();
   // The reflector's own request: the watch cache serves it whole.
-  const std::string url = absl::StrCat(
-      (*emu)->url(), "/api/v1/", c.resource, "?resourceVersion=0&limit=500");
+  const std::string url = absl::StrCat((*emu)->url(), "/api/v1/", c.resource,
+                                       "?resourceVersion=0&limit=500");
   if (!Curl(url, false).ok()) return absl::InternalError("warm-up failed");
   const std::vector<std::string> compressions =
       absl::GetFlag(FLAGS_compressions);

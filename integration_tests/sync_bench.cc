@@ -51,10 +51,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
+#include "informer/cache/shared_informer.h"
 #include "informer/client/kube_client.h"
 #include "informer/client/resource_client.h"
 #include "informer/object/object.h"
-#include "informer/cache/shared_informer.h"
 #include "integration_tests/emulator_process.h"
 #include "server/ops/malloc_tuning.h"
 

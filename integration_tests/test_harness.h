@@ -18,9 +18,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
 #include "informer/cache/event_handler.h"
 #include "informer/object/object.h"
+#include "informer/util/clock.h"
 
 namespace integration {
 

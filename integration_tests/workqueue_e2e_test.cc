@@ -161,9 +161,9 @@ google::protobuf::Duration Millis(int64_t ms) {
 class WorkQueueE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto emulator = EmulatorProcess::Start(
-        Runfile("emulator/kube_emulator"),
-        {"--demo", "--churn_interval=50ms"}, /*quiet=*/true);
+    auto emulator = EmulatorProcess::Start(Runfile("emulator/kube_emulator"),
+                                           {"--demo", "--churn_interval=50ms"},
+                                           /*quiet=*/true);
     ASSERT_TRUE(emulator.ok()) << emulator.status();
     emulator_ = *std::move(emulator);
     char tmpl[] = "/tmp/wqe2e.XXXXXX";

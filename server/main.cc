@@ -12,9 +12,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "informer/util/logging.h"
-#include "server/ops/malloc_tuning.h"
 #include "server/app/sidecar_app.h"
 #include "server/app/sidecar_options.h"
+#include "server/ops/malloc_tuning.h"
 
 namespace {
 

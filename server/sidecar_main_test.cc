@@ -3,6 +3,7 @@
 // served, and SIGTERM shuts it down cleanly. Also: its process name, its
 // first log line, and --help.
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -12,14 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <chrono>
 #include <fstream>
-#include <set>
-#include <sstream>
 #include <iterator>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -181,7 +180,8 @@ TEST(SidecarMainTest, DemoModeServesTheDefaultResourcesAndStopsOnSigterm) {
   const std::string logs = ReadAll(log);
   const std::string first_line = logs.substr(0, logs.find('\n'));
   EXPECT_TRUE(absl::StrContains(first_line, "DEMO MODE (--demo)"))
-      << "first lines:\n" << logs.substr(0, 1000);
+      << "first lines:\n"
+      << logs.substr(0, 1000);
 
   auto stub = v1::Informer::NewStub(channel);
   grpc::ClientContext ctx;
@@ -268,11 +268,11 @@ TEST(SidecarMainTest, HelpExitsZeroAndListsEveryFlagOfOursInGroups) {
   const std::string first_line = text.substr(0, text.find('\n'));
   EXPECT_TRUE(absl::StartsWith(first_line, "informer_sidecar: Kubernetes"))
       << first_line;
-  EXPECT_FALSE(absl::StrContains(first_line,
-                                 "informer_sidecar: informer_sidecar"));
+  EXPECT_FALSE(
+      absl::StrContains(first_line, "informer_sidecar: informer_sidecar"));
   for (const char* group :
-       {"\nCluster: ", "\nServing: ", "\nWatch streams ", "\nSecurity: ",
-        "\nOperations: ", "\nDemo:", "\nLogging:"}) {
+       {"\nCluster: ", "\nServing: ", "\nWatch streams ",
+        "\nSecurity: ", "\nOperations: ", "\nDemo:", "\nLogging:"}) {
     EXPECT_TRUE(absl::StrContains(text, group)) << group;
   }
   // The demo group holds --demo.

@@ -128,8 +128,7 @@ TEST(LargeInitialStateTest, ReceivedWithDefaultChannel) {
   pods.Stop();
   // A cut in the middle of the initial state would be resumed (the token
   // contract) and reported; with the sidecar up the whole time there is none.
-  EXPECT_TRUE(errors.errors().empty())
-      << absl::StrJoin(errors.errors(), " | ");
+  EXPECT_TRUE(errors.errors().empty()) << absl::StrJoin(errors.errors(), " | ");
 }
 
 }  // namespace

@@ -16,8 +16,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/optional.h"
-#include "informer/object/object.h"
 #include "informer/cache/store.h"
+#include "informer/object/object.h"
 
 namespace informer {
 

@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "informer/cache/delta_fifo.h"
-#include "informer/object/object.h"
 #include "informer/cache/store.h"
+#include "informer/object/object.h"
 
 namespace informer {
 namespace {

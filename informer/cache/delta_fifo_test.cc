@@ -16,8 +16,8 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "informer/object/object.h"
 #include "informer/cache/store.h"
+#include "informer/object/object.h"
 
 namespace informer {
 namespace {
@@ -160,8 +160,8 @@ TEST(DeltaFIFOTest, KeyIsQueuedOnceWithAllItsDeltasOldestFirst) {
 TEST(DeltaFIFOTest, AnInitialListTellsTheCacheHowManyKeysAreComing) {
   FakeKnownObjects known;
   DeltaFIFO fifo(WithKnown(&known));
-  ASSERT_TRUE(fifo.Replace({Obj("a", "1"), Obj("b", "1"), Obj("c", "1")}, "1")
-                  .ok());
+  ASSERT_TRUE(
+      fifo.Replace({Obj("a", "1"), Obj("b", "1"), Obj("c", "1")}, "1").ok());
   EXPECT_THAT(known.reserved(), ElementsAre(3u));
   // A relist onto a cache that holds objects is no such hint.
   while (!fifo.HasSynced()) ASSERT_TRUE(PopOne(fifo).status.ok());
@@ -641,12 +641,12 @@ TEST(DeltaFIFOTest, AppliedResourceVersionFollowsProcessingNotReceipt) {
                     // Callable from a process function (no deadlock).
                     seen_inside = fifo.AppliedResourceVersion();
                     return absl::OkStatus();
-                  }).ok());
+                  })
+                  .ok());
   EXPECT_EQ(seen_inside, "");
   EXPECT_EQ(fifo.AppliedResourceVersion(), "");  // "b" still queued
-  ASSERT_TRUE(fifo.Pop([](const Deltas&, bool) {
-                    return absl::OkStatus();
-                  }).ok());
+  ASSERT_TRUE(
+      fifo.Pop([](const Deltas&, bool) { return absl::OkStatus(); }).ok());
   EXPECT_EQ(fifo.AppliedResourceVersion(), "5");
   // A bookmark with nothing queued applies at once.
   fifo.NoteResourceVersion("7");
@@ -657,11 +657,11 @@ TEST(DeltaFIFOTest, AppliedResourceVersionFollowsProcessingNotReceipt) {
   EXPECT_EQ(fifo.AppliedResourceVersion(), "7");
   EXPECT_FALSE(fifo.Pop([](const Deltas&, bool) {
                      return RequeueStatus(absl::UnavailableError("later"));
-                   }).ok());
+                   })
+                   .ok());
   EXPECT_EQ(fifo.AppliedResourceVersion(), "7");
-  ASSERT_TRUE(fifo.Pop([](const Deltas&, bool) {
-                    return absl::OkStatus();
-                  }).ok());
+  ASSERT_TRUE(
+      fifo.Pop([](const Deltas&, bool) { return absl::OkStatus(); }).ok());
   EXPECT_EQ(fifo.AppliedResourceVersion(), "8");
 }
 
@@ -695,10 +695,9 @@ TEST(DeltaFIFOProcessWhenIdleTest, AnEventOnAnEmptyQueueIsProcessedAtOnce) {
   ASSERT_TRUE(fifo.Delete(Obj("c", "4")).ok());
   // Neither queued nor known: dropped, as without the option.
   ASSERT_TRUE(fifo.Delete(Obj("gone", "5")).ok());
-  EXPECT_THAT(seen.deltas,
-              ElementsAre(ElementsAre("Added:ns/a@2"),
-                          ElementsAre("Updated:ns/a@3"),
-                          ElementsAre("Deleted:ns/c@4")));
+  EXPECT_THAT(seen.deltas, ElementsAre(ElementsAre("Added:ns/a@2"),
+                                       ElementsAre("Updated:ns/a@3"),
+                                       ElementsAre("Deleted:ns/c@4")));
   EXPECT_THAT(seen.initial, ElementsAre(false, false, false));
   EXPECT_EQ(fifo.Len(), 0u) << "nothing left for the consumer";
   // The noted RV applies at once: every delta is processed.
@@ -769,7 +768,8 @@ TEST(DeltaFIFOProcessWhenIdleTest, ABlockedConsumerIsNotWokenForIt) {
     ASSERT_TRUE(fifo.Pop([&](const Deltas& deltas, bool) {
                       consumer_got = Describe(deltas);
                       return absl::OkStatus();
-                    }).ok());
+                    })
+                    .ok());
     popped.Notify();
   });
   ASSERT_TRUE(fifo.Add(Obj("a", "2")).ok());

@@ -9,9 +9,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "informer/cache/index.h"
-#include "informer/object/object.h"
 #include "informer/cache/store.h"
 #include "informer/cache/thread_safe_store.h"
+#include "informer/object/object.h"
 
 namespace informer {
 

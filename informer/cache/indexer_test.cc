@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "informer/cache/index.h"
-#include "informer/object/object.h"
 #include "informer/cache/store.h"
+#include "informer/object/object.h"
 
 namespace informer {
 namespace {

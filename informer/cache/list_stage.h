@@ -57,9 +57,9 @@ class ListStage {
 // client-go would.
 class IndexerListStage final : public ListStage {
  public:
-  using CommitFn = std::function<bool(Indexer* staged,
-                                      const std::vector<ObjectPtr>& items,
-                                      absl::string_view resource_version)>;
+  using CommitFn =
+      std::function<bool(Indexer* staged, const std::vector<ObjectPtr>& items,
+                         absl::string_view resource_version)>;
 
   IndexerListStage(const Indexers& indexers, CommitFn commit);
 

@@ -99,22 +99,18 @@ TEST(IndexerListStageTest, ItemsOtherThanTheStagedOnesAreNotCommitted) {
 }
 
 TEST(IndexerListStageTest, ACommitFunctionsRefusalIsPassedOn) {
-  IndexerListStage stage(
-      NamespaceIndexers(),
-      [](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
-        return false;
-      });
+  IndexerListStage stage(NamespaceIndexers(),
+                         [](Indexer*, const std::vector<ObjectPtr>&,
+                            absl::string_view) { return false; });
   ObjectPtr x = ConfigMap("a", "x");
   ASSERT_TRUE(stage.Add(x).ok());
   EXPECT_FALSE(stage.Commit({x}, "9"));
 }
 
 TEST(IndexerListStageTest, RefusesANullObject) {
-  IndexerListStage stage(
-      NamespaceIndexers(),
-      [](Indexer*, const std::vector<ObjectPtr>&, absl::string_view) {
-        return true;
-      });
+  IndexerListStage stage(NamespaceIndexers(),
+                         [](Indexer*, const std::vector<ObjectPtr>&,
+                            absl::string_view) { return true; });
   absl::Status st = stage.Add(nullptr);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
 }

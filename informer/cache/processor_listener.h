@@ -11,9 +11,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
 #include "informer/cache/event_handler.h"
 #include "informer/object/object.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 
@@ -21,10 +21,10 @@ namespace informer {
 struct Notification {
   enum class Type { kAdd, kUpdate, kDelete };
   Type type = Type::kAdd;
-  std::string key;      // cache key of the object
-  ObjectPtr old_obj;    // kUpdate only
-  ObjectPtr obj;        // the new (or deleted) state
-  bool is_in_initial_list = false;  // kAdd only
+  std::string key;                   // cache key of the object
+  ObjectPtr old_obj;                 // kUpdate only
+  ObjectPtr obj;                     // the new (or deleted) state
+  bool is_in_initial_list = false;   // kAdd only
   bool final_state_unknown = false;  // kDelete only
 };
 

@@ -178,8 +178,8 @@ class GatedHandler : public ResourceEventHandler {
     absl::MutexLock lock(&mu_);
     log_.push_back(line);
     mu_.Await(absl::Condition(&gate_open_));
-    if (obj) state_[std::string(obj->name())] =
-        std::string(obj->resource_version());
+    if (obj)
+      state_[std::string(obj->name())] = std::string(obj->resource_version());
     if (!deleted.empty()) state_.erase(deleted);
   }
   absl::Mutex mu_;
@@ -242,8 +242,8 @@ class ConsistencyChecker : public ResourceEventHandler {
     const std::string key = obj->Key();
     auto it = known_.find(key);
     if (it == known_.end() || it->second != old_obj->uid()) {
-      errors_.push_back(absl::StrCat("update of unknown ", key, " ",
-                                     old_obj->uid()));
+      errors_.push_back(
+          absl::StrCat("update of unknown ", key, " ", old_obj->uid()));
     }
     known_[key] = std::string(obj->uid());
   }
@@ -413,15 +413,16 @@ TEST(ProcessorListenerTest, PerObjectOrderIsPreservedWithoutCoalescing) {
   listener.Add(Update(Obj("a", "1"), Obj("a", "2")));
   listener.Add(Delete(Obj("a", "3")));
   listener.WaitIdle();
-  EXPECT_EQ(handler.log(),
-            (std::vector<std::string>{"add a@1", "update a@1->2",
-                                      "delete a@3"}));
+  EXPECT_EQ(handler.log(), (std::vector<std::string>{"add a@1", "update a@1->2",
+                                                     "delete a@3"}));
 }
 
 TEST(ProcessorListenerTest, InlineHandlerRunsOnCallerThread) {
   std::thread::id seen;
   ResourceEventHandlerFuncs funcs;
-  funcs.add = [&](const ObjectPtr&, bool) { seen = std::this_thread::get_id(); };
+  funcs.add = [&](const ObjectPtr&, bool) {
+    seen = std::this_thread::get_id();
+  };
   ProcessorListener::Options opts;
   opts.inline_handler = true;
   ProcessorListener listener(&funcs, opts, RealClock());

@@ -16,15 +16,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
-#include "informer/util/clock.h"
 #include "informer/cache/delta_fifo.h"
 #include "informer/cache/event_handler.h"
 #include "informer/cache/index.h"
 #include "informer/cache/indexer.h"
 #include "informer/cache/list_stage.h"
-#include "informer/listwatch/lister_watcher.h"
 #include "informer/cache/processor_listener.h"
 #include "informer/cache/reflector.h"
+#include "informer/listwatch/lister_watcher.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 
@@ -41,8 +41,9 @@ struct HandlerOptions {
   absl::optional<absl::Duration> resync_period;
   // Called inline on the informer's distribution thread instead of on a
   // thread of its own (for an initial list staged while it downloaded, the
-  // reflector's thread, which commits it: see ListStage). The handler must never block and must not call
-  // AddEventHandler/RemoveEventHandler; reading the indexer is fine.
+  // reflector's thread, which commits it: see ListStage). The handler must
+  // never block and must not call AddEventHandler/RemoveEventHandler; reading
+  // the indexer is fine.
   bool non_blocking = false;
   // Queued handlers: pending size at which notifications start coalescing
   // per object (see ProcessorListener).
@@ -80,8 +81,9 @@ class HandlerRegistration {
 // update the indexer, then distribute notifications) -> each handler's
 // ProcessorListener. A watch event that finds the FIFO empty is processed
 // by the reflector's thread at once, as the processing thread would have
-// (see ProcessLoop), so handlers and inline listeners run on either. The indexer is always updated before handlers hear of
-// a change, so a handler that reads the cache sees at least that state.
+// (see ProcessLoop), so handlers and inline listeners run on either. The
+// indexer is always updated before handlers hear of a change, so a handler that
+// reads the cache sees at least that state.
 //
 // Ordering: each handler sees the events of one object in the order the
 // informer applied them. Sync notifications (periodic resync, or a relist

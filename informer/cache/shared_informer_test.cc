@@ -10,8 +10,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "informer/cache/testing/fake_source.h"
 #include "informer/cache/index.h"
+#include "informer/cache/testing/fake_source.h"
 
 namespace informer {
 namespace {
@@ -23,10 +23,9 @@ class Recorder : public ResourceEventHandler {
     Log(absl::StrCat("add ", obj->name(), initial ? " initial" : ""));
   }
   void OnUpdate(const ObjectPtr& o, const ObjectPtr& n) override {
-    Log(absl::StrCat(o->resource_version() == n->resource_version()
-                         ? "sync "
-                         : "update ",
-                     n->name()));
+    Log(absl::StrCat(
+        o->resource_version() == n->resource_version() ? "sync " : "update ",
+        n->name()));
   }
   void OnDelete(const ObjectPtr& obj, bool unknown) override {
     Log(absl::StrCat("delete ", obj->name(), unknown ? " tombstone" : ""));
@@ -197,10 +196,9 @@ TEST(SharedInformerTest, AddEventHandlerWithResyncPeriodOfZeroMeansNone) {
   SharedIndexInformer::Options opts = Opts();
   opts.default_resync_period = absl::Minutes(5);
   SharedIndexInformer informer(&source, opts, &clock);
-  ASSERT_TRUE(informer
-                  .AddEventHandlerWithResyncPeriod(&every_minute,
-                                                   absl::Minutes(1))
-                  .ok());
+  ASSERT_TRUE(
+      informer.AddEventHandlerWithResyncPeriod(&every_minute, absl::Minutes(1))
+          .ok());
   ASSERT_TRUE(
       informer.AddEventHandlerWithResyncPeriod(&never, absl::ZeroDuration())
           .ok());
@@ -354,9 +352,8 @@ TEST(SharedInformerTest, NonBlockingHandlerMayAskHasSyncedAndReadTheCache) {
   source.WaitForWatches(1);
   ASSERT_TRUE(source.Add("ns", "b").ok());
   absl::MutexLock lock(&mu);
-  auto two = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return seen.size() >= 2;
-  };
+  auto two = [&]()
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return seen.size() >= 2; };
   mu.Await(absl::Condition(&two));
   // The initial add is delivered before the informer counts as synced; the
   // live one after.
@@ -382,15 +379,13 @@ TEST(SharedInformerTest, IndexesFollowUpdatesAndAddIndexersWorksAfterSync) {
                   .AddIndexers({{FieldIndexName("spec.nodeName"),
                                  FieldIndexFunc("spec.nodeName")}})
                   .ok());
-  EXPECT_EQ(idx.ByIndex(FieldIndexName("spec.nodeName"), "node-1")->size(),
-            2u);
+  EXPECT_EQ(idx.ByIndex(FieldIndexName("spec.nodeName"), "node-1")->size(), 2u);
   source.WaitForWatches(1);
   ASSERT_TRUE(source.Modify("ns", "a", {{"app", "db"}}, "node-2").ok());
   rec.WaitFor(3);
   EXPECT_EQ(idx.ByIndex(LabelIndexName("app"), "web")->size(), 0u);
   EXPECT_EQ(idx.ByIndex(LabelIndexName("app"), "db")->size(), 2u);
-  EXPECT_EQ(idx.ByIndex(FieldIndexName("spec.nodeName"), "node-2")->size(),
-            1u);
+  EXPECT_EQ(idx.ByIndex(FieldIndexName("spec.nodeName"), "node-2")->size(), 1u);
 }
 
 TEST(SharedInformerTest, RemovedHandlerGetsNothingMore) {
@@ -419,7 +414,8 @@ TEST(SharedInformerTest, SetTransformRunsBeforeCachingAndOnlyBeforeStart) {
   ASSERT_TRUE(informer
                   .SetTransform([](ObjectPtr obj) -> absl::StatusOr<ObjectPtr> {
                     ObjectBuilder b;
-                    b.SetNamespace(obj->namespace_()).SetName(obj->name())
+                    b.SetNamespace(obj->namespace_())
+                        .SetName(obj->name())
                         .SetResourceVersion(obj->resource_version());
                     for (const auto& [k, v] : obj->labels()) {
                       if (k != "secret") b.AddLabel(k, v);
@@ -516,9 +512,9 @@ TEST(SharedInformerTest, InitialListIsStagedAndPublishedOnlyWhenComplete) {
   ASSERT_EQ(other->size(), 1u);
   EXPECT_EQ((*other)[0]->name(), "c");
   rec.WaitFor(3);
-  EXPECT_EQ(rec.events(), (std::vector<std::string>{
-                              "add a initial", "add b initial",
-                              "add c initial"}));
+  EXPECT_EQ(rec.events(),
+            (std::vector<std::string>{"add a initial", "add b initial",
+                                      "add c initial"}));
   // The listener counts a notification delivered after its handler
   // returns: the last initial add may have been recorded but not counted.
   (*reg)->WaitIdle();
@@ -564,9 +560,9 @@ TEST(SharedInformerTest, AListThatFailsHalfWayLeavesNoTrace) {
   EXPECT_EQ(streaming.lists_.load(), 2);
   (*reg)->WaitIdle();
   // Exactly one add per object, from the list that succeeded.
-  EXPECT_EQ(rec.events(), (std::vector<std::string>{
-                              "add a initial", "add b initial",
-                              "add c initial"}));
+  EXPECT_EQ(rec.events(),
+            (std::vector<std::string>{"add a initial", "add b initial",
+                                      "add c initial"}));
   EXPECT_EQ(informer.GetIndexer().Size(), 3u);
   EXPECT_EQ(informer.GetReflectorCounters().staged_lists, 1);
   informer.Stop();

@@ -46,9 +46,7 @@ class StoreKey {
   // `obj`'s own key, shared.
   explicit StoreKey(const Object& obj) : bits_(SharedBits(&obj.Key())) {}
 
-  StoreKey(StoreKey&& other) noexcept : bits_(other.bits_) {
-    other.bits_ = 0;
-  }
+  StoreKey(StoreKey&& other) noexcept : bits_(other.bits_) { other.bits_ = 0; }
   StoreKey& operator=(StoreKey&& other) noexcept {
     if (this != &other) {
       Release();

@@ -32,7 +32,7 @@ struct ApiResource {
   // `singular` was derived from the kind; a server that re-serves the
   // discovery writes "" again.
   bool singular_derived = false;
-  std::string kind;      // e.g. "Deployment"
+  std::string kind;  // e.g. "Deployment"
   bool namespaced = false;
   std::vector<std::string> short_names;
   std::vector<std::string> verbs;

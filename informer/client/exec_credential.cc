@@ -264,8 +264,8 @@ int SpawnPlugin(const std::string& cmd, const PluginPipes& pipes,
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attr, 0);
-  int rc = posix_spawnp(pid, cmd.c_str(), &actions, &attr, argv.data(),
-                        envp.data());
+  int rc =
+      posix_spawnp(pid, cmd.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   return rc;
@@ -299,8 +299,7 @@ void AppendStderr(const char* buf, size_t got, PluginOutput* out) {
 
 // After a timeout: keeps what the plugin already said on stderr, without
 // waiting for more (a descendant may hold the pipe open).
-void DrainStderrNonBlocking(int fd, char* buf, size_t size,
-                            PluginOutput* out) {
+void DrainStderrNonBlocking(int fd, char* buf, size_t size, PluginOutput* out) {
   if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0) return;
   ssize_t got;
   while ((got = read(fd, buf, size)) > 0 &&

@@ -148,8 +148,8 @@ absl::StatusOr<ObjectList> ResourceClient::ListWithItems(
     for (const ObjectPtr& item : ready->result->items) {
       absl::Status st = on_item(item);
       if (!st.ok()) {
-        return absl::Status(st.code(), absl::StrCat("GET ", ready->path, ": ",
-                                                    st.message()));
+        return absl::Status(
+            st.code(), absl::StrCat("GET ", ready->path, ": ", st.message()));
       }
     }
     if (!options.keep_items) ready->result->items.clear();

@@ -13,9 +13,9 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "informer/object/api_error.h"
 #include "informer/client/credentials.h"
 #include "informer/client/test_server.h"
+#include "informer/object/api_error.h"
 
 namespace informer {
 namespace client {
@@ -363,8 +363,8 @@ TEST_F(ResourceClientTest, AnItemCallbackErrorFailsTheList) {
     options.list_decode_threads = threads;
     ResourceClient client(transport_.get(), ConfigMaps(), "demo", options);
     int calls = 0;
-    auto list = client.ListWithItems(
-        ListOptions(), [&calls](const ObjectPtr& obj) {
+    auto list =
+        client.ListWithItems(ListOptions(), [&calls](const ObjectPtr& obj) {
           ++calls;
           return obj->name() == "cm-1500"
                      ? absl::AbortedError("cannot stage cm-1500")

@@ -25,9 +25,9 @@ absl::Status WatchDecoder::Next(WatchEvent* event) {
       if (!decoded.ok()) {
         // A complete line that does not decode: the same event would come
         // back on a re-watch from the same resourceVersion.
-        final_ = UndecodableEventError(absl::StrCat(
-            "watch ", path_, ": undecodable event: ",
-            decoded.status().message()));
+        final_ = UndecodableEventError(
+            absl::StrCat("watch ", path_,
+                         ": undecodable event: ", decoded.status().message()));
         return final_;
       }
       *event = *std::move(decoded);

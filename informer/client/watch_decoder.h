@@ -37,10 +37,9 @@ class WatchDecoder final : public WatchStream {
  public:
   // `bytes_received`, when set, is advanced by every body byte read (shared
   // so that it may outlive whichever of its owners goes first).
-  WatchDecoder(
-      std::unique_ptr<HttpStream> body, TransformOptions transform,
-      std::string path,
-      std::shared_ptr<std::atomic<uint64_t>> bytes_received = nullptr);
+  WatchDecoder(std::unique_ptr<HttpStream> body, TransformOptions transform,
+               std::string path,
+               std::shared_ptr<std::atomic<uint64_t>> bytes_received = nullptr);
 
   absl::Status Next(WatchEvent* event) override;
   void Stop() override;

@@ -61,8 +61,8 @@ class WatchStreamTest : public ::testing::Test {
  protected:
   // Opens the watch with `idle_timeout` on `clock` and reads its first
   // event.
-  std::unique_ptr<WatchDecoder> OpenAndReadFirst(
-      Clock* clock, absl::Duration idle_timeout) {
+  std::unique_ptr<WatchDecoder> OpenAndReadFirst(Clock* clock,
+                                                 absl::Duration idle_timeout) {
     RestConfig rc;
     rc.server = server_.url();
     auto t = HttpTransport::Create(
@@ -73,8 +73,8 @@ class WatchStreamTest : public ::testing::Test {
     req.path = "/api/v1/configmaps";
     auto body = transport_->Stream(req, idle_timeout);
     EXPECT_TRUE(body.ok()) << body.status();
-    auto watch = std::make_unique<WatchDecoder>(
-        *std::move(body), TransformOptions(), req.path);
+    auto watch = std::make_unique<WatchDecoder>(*std::move(body),
+                                                TransformOptions(), req.path);
     WatchEvent ev;
     absl::Status s = watch->Next(&ev);
     EXPECT_TRUE(s.ok()) << s;

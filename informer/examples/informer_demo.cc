@@ -14,8 +14,8 @@
 
 #include <glog/logging.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <optional>
@@ -27,12 +27,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "informer/client/kube_client.h"
 #include "informer/cache/event_printer.h"
-#include "informer/cache/testing/fake_source.h"
 #include "informer/cache/index.h"
-#include "informer/util/logging.h"
 #include "informer/cache/shared_informer.h"
+#include "informer/cache/testing/fake_source.h"
+#include "informer/client/kube_client.h"
+#include "informer/util/logging.h"
 
 ABSL_FLAG(std::string, kubeconfig, "",
           "Path to a kubeconfig file (default: $KUBECONFIG, in-cluster "

@@ -194,9 +194,10 @@ class Parser {
       // The API server's words (apimachinery's NewRequirement).
       if (!ParseInt64(value, &req.number)) {
         pos_ = value_pos;
-        return Error(absl::StrCat("for 'Gt', 'Lt' operators, the value must "
-                                  "be an integer, found \"",
-                                  value, "\""));
+        return Error(
+            absl::StrCat("for 'Gt', 'Lt' operators, the value must "
+                         "be an integer, found \"",
+                         value, "\""));
       }
       req.values.emplace_back(value);
       return req;

@@ -270,10 +270,9 @@ absl::Status ReadMetadata(simdjson::dom::object meta, absl::string_view where,
     if (key == "name" && v.empty()) *has_name = false;
     if (v.size() > Object::kMaxFieldBytes && key != "name" &&
         key != "namespace") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "metadata.", ToAbsl(key), " is ", v.size(),
-                       " bytes long; at most ", Object::kMaxFieldBytes,
-                       " are supported"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "metadata.", ToAbsl(key), " is ", v.size(),
+          " bytes long; at most ", Object::kMaxFieldBytes, " are supported"));
     }
     (b->*set)(ToAbsl(v));
   }
@@ -363,10 +362,9 @@ absl::StatusOr<ObjectPtr> BuildObject(element value, absl::string_view compact,
         return WrongType(where, ToAbsl(key), kv.value, "string");
       }
       if (v.size() > Object::kMaxFieldBytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ToAbsl(key), " is ", v.size(),
-                         " bytes long; at most ", Object::kMaxFieldBytes,
-                         " are supported"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ToAbsl(key), " is ", v.size(), " bytes long; at most ",
+            Object::kMaxFieldBytes, " are supported"));
       }
       if (key == "kind") {
         b.SetKind(ToAbsl(v));

@@ -1,9 +1,9 @@
 #ifndef INFORMER_OBJECT_JSON_DECODE_H_
 #define INFORMER_OBJECT_JSON_DECODE_H_
 
-// Internal to //informer/object:object and //informer/object:wire: the simdjson-based
-// decoding shared by Object::Parse and the wire envelopes (lists, watch
-// events). Not a public API.
+// Internal to //informer/object:object and //informer/object:wire: the
+// simdjson-based decoding shared by Object::Parse and the wire envelopes
+// (lists, watch events). Not a public API.
 //
 // Strategy (why it is fast AND strict):
 //   1. simdjson::minify copies the input into a padded buffer (simdjson reads

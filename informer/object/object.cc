@@ -287,8 +287,7 @@ absl::StatusOr<ObjectPtr> Object::Parse(absl::string_view json,
       });
 }
 
-const std::vector<std::pair<std::string, std::string>>& Object::labels()
-    const {
+const std::vector<std::pair<std::string, std::string>>& Object::labels() const {
   return extras_ != nullptr ? extras_->labels : EmptyPairs();
 }
 
@@ -347,8 +346,8 @@ size_t Object::MemoryUsage() const {
     n += PairsHeap(extras_->labels) + PairsHeap(extras_->annotations);
     n += extras_->owner_references.capacity() * sizeof(OwnerReference);
     for (const OwnerReference& r : extras_->owner_references) {
-      n += StringHeap(r.api_version) + StringHeap(r.kind) +
-           StringHeap(r.name) + StringHeap(r.uid);
+      n += StringHeap(r.api_version) + StringHeap(r.kind) + StringHeap(r.name) +
+           StringHeap(r.uid);
     }
   }
   return n;
@@ -515,8 +514,7 @@ ObjectPtr ObjectBuilder::Build() {
   }
   obj->key_ = MetaNamespaceKey(ns_, name_);
   obj->ns_size_ = static_cast<uint32_t>(ns_.size());
-  if (!labels_.empty() || !annotations_.empty() ||
-      !owner_references_.empty()) {
+  if (!labels_.empty() || !annotations_.empty() || !owner_references_.empty()) {
     auto extras = std::make_unique<Object::Extras>();
     extras->labels = std::move(labels_);
     extras->annotations = std::move(annotations_);

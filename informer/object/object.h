@@ -68,9 +68,7 @@ class Object {
                          : absl::string_view(key_).substr(ns_size_ + 1);
   }
   absl::string_view uid() const { return Field(kUid); }
-  absl::string_view resource_version() const {
-    return Field(kResourceVersion);
-  }
+  absl::string_view resource_version() const { return Field(kResourceVersion); }
   // metadata.generation; 0 when absent. Kept as its digits (few objects
   // have one, and nothing reads it per event).
   int64_t generation() const;

@@ -462,9 +462,9 @@ TEST(ObjectBuilderTest, MetadataStringsShareTheJsonsAllocation) {
   // Each is a slice of the JSON itself: no copy.
   const char* begin = o.json().data();
   const char* end = begin + o.json().size();
-  for (absl::string_view field : {o.uid(), o.resource_version(),
-                                  o.deletion_timestamp(), o.api_version(),
-                                  o.kind()}) {
+  for (absl::string_view field :
+       {o.uid(), o.resource_version(), o.deletion_timestamp(), o.api_version(),
+        o.kind()}) {
     EXPECT_GE(field.data(), begin) << field;
     EXPECT_LE(field.data() + field.size(), end) << field;
   }

@@ -415,7 +415,8 @@ std::string NumberedList(int n) {
   return body + "]}";
 }
 
-TEST(StreamingListDecoderTest, InlineDecodingHandsOverEachItemAsItsLastByteArrives) {
+TEST(StreamingListDecoderTest,
+     InlineDecodingHandsOverEachItemAsItsLastByteArrives) {
   const std::string body = NumberedList(5);
   std::vector<std::string> seen;
   StreamingListDecoder::Options options;

@@ -16,9 +16,9 @@ namespace informer {
 
 // metav1.Status, as carried by error responses and watch ERROR events.
 struct ApiStatus {
-  int code = 0;          // HTTP code, e.g. 410
-  std::string reason;    // e.g. "Expired", "NotFound"
-  std::string message;   // human readable
+  int code = 0;                // HTTP code, e.g. 410
+  std::string reason;          // e.g. "Expired", "NotFound"
+  std::string message;         // human readable
   std::string continue_token;  // metadata.continue of a 410 on a list page
 };
 

@@ -39,9 +39,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "informer/record/broadcaster.h"
-#include "informer/util/clock.h"
 #include "informer/record/event_correlator.h"
 #include "informer/record/event_sink.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 

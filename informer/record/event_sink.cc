@@ -9,8 +9,8 @@
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
-#include "informer/object/api_error.h"
 #include "informer/client/resource_client.h"
+#include "informer/object/api_error.h"
 
 namespace informer {
 namespace {

@@ -46,8 +46,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "informer/client/http_transport.h"
-#include "informer/util/clock.h"
 #include "informer/record/event_correlator.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 

@@ -29,8 +29,7 @@ void Clock::SleepUntil(absl::Time deadline) {
   AwaitWithDeadline(&mu, absl::Condition(&kNever), deadline);
 }
 
-FakeClock::FakeClock(absl::Time start)
-    : now_ns_(absl::ToUnixNanos(start)) {}
+FakeClock::FakeClock(absl::Time start) : now_ns_(absl::ToUnixNanos(start)) {}
 
 absl::Time FakeClock::Now() const {
   return absl::FromUnixNanos(now_ns_.load(std::memory_order_acquire));

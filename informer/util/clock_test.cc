@@ -42,8 +42,8 @@ TEST(FakeClockTest, AwaitReturnsTrueWhenConditionBecomesTrueBeforeDeadline) {
   bool result = false;
   std::thread waiter([&] {
     absl::MutexLock lock(&mu);
-    result = clock.AwaitWithTimeout(&mu, absl::Condition(&flag),
-                                    absl::Hours(1));
+    result =
+        clock.AwaitWithTimeout(&mu, absl::Condition(&flag), absl::Hours(1));
   });
   clock.WaitForWaiters(1);
   {
@@ -61,8 +61,8 @@ TEST(FakeClockTest, AwaitReturnsFalseOnTimeout) {
   bool result = true;
   std::thread waiter([&] {
     absl::MutexLock lock(&mu);
-    result = clock.AwaitWithTimeout(&mu, absl::Condition(&flag),
-                                    absl::Seconds(3));
+    result =
+        clock.AwaitWithTimeout(&mu, absl::Condition(&flag), absl::Seconds(3));
   });
   clock.WaitForWaiters(1);
   clock.Advance(absl::Seconds(3));

@@ -52,8 +52,8 @@ std::string Wrap(absl::string_view text, size_t indent) {
 
 std::string FlagHelp(const absl::CommandLineFlag& flag) {
   const std::string def = flag.DefaultValue();
-  return absl::StrCat("  --", flag.Name(), " (default: ",
-                      def.empty() ? "\"\"" : def, ")\n",
+  return absl::StrCat("  --", flag.Name(),
+                      " (default: ", def.empty() ? "\"\"" : def, ")\n",
                       Wrap(flag.Help(), 6));
 }
 
@@ -89,8 +89,7 @@ std::string HelpText(const char* usage,
   std::sort(other.begin(), other.end());
   group("Logging", logging);
   group("Other flags", other);
-  absl::StrAppend(&out,
-                  "\nEvery flag, the libraries' included: --helpfull.\n");
+  absl::StrAppend(&out, "\nEvery flag, the libraries' included: --helpfull.\n");
   return out;
 }
 

@@ -3,11 +3,12 @@
 // FLAGS_logtostderr, ... in the global namespace, which would collide with
 // the FLAGS_ objects ABSL_FLAG defines for the same names.
 
+#include "informer/util/logging_flags.h"
+
 #include <cstdint>
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "informer/util/logging_flags.h"
 
 ABSL_FLAG(int32_t, v, 0,
           "Verbose logging level: VLOG(n) messages with n <= v are shown.");

@@ -18,10 +18,10 @@
 #include "absl/strings/str_split.h"
 #include "emulator/emulator.h"
 #include "informer/client/kube_client.h"
-#include "server/registry/informer_registry.h"
-#include "server/registry/resource_resolver.h"
 #include "server/kubeapi/kube_api_flags.h"
 #include "server/ops/metrics.h"
+#include "server/registry/informer_registry.h"
+#include "server/registry/resource_resolver.h"
 #include "server/security/authz.h"
 
 ABSL_FLAG(std::string, resources, "configmaps,pods",

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/types/optional.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "absl/types/optional.h"
 #include "informer/client/kubeconfig.h"
-#include "server/kubeapi/kube_api_flags.h"
 #include "server/app/sidecar_options.h"
+#include "server/kubeapi/kube_api_flags.h"
 
 namespace emulator {
 class Emulator;
@@ -61,8 +61,7 @@ class Registry;
 // Thread-compatible: Start, Shutdown and destruction from one thread.
 class Sidecar {
  public:
-  static absl::StatusOr<std::unique_ptr<Sidecar>> Start(
-      SidecarOptions options);
+  static absl::StatusOr<std::unique_ptr<Sidecar>> Start(SidecarOptions options);
   ~Sidecar();
   Sidecar(const Sidecar&) = delete;
   Sidecar& operator=(const Sidecar&) = delete;

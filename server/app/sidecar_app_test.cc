@@ -62,15 +62,15 @@ TEST_F(SidecarAppTest, DemoStartsServesAndShutsDown) {
   ASSERT_GT((*sidecar)->http_port(), 0);
   std::stringstream written;
   written << std::ifstream(ports).rdbuf();
-  EXPECT_EQ(written.str(), absl::StrCat("grpc=", (*sidecar)->grpc_port(),
-                                        "\nhttp=", (*sidecar)->http_port(),
-                                        "\n"));
+  EXPECT_EQ(written.str(),
+            absl::StrCat("grpc=", (*sidecar)->grpc_port(),
+                         "\nhttp=", (*sidecar)->http_port(), "\n"));
   EXPECT_EQ((*sidecar)->shutdown_deadline(),
             absl::Milliseconds(100) + absl::Seconds(5) + absl::Seconds(10));
 
-  auto channel = grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", (*sidecar)->grpc_port()),
-      grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*sidecar)->grpc_port()),
+                          grpc::InsecureChannelCredentials());
   // Health follows the demo's default resources until they synced.
   auto health = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext watch_ctx;
@@ -101,8 +101,7 @@ TEST_F(SidecarAppTest, DemoStartsServesAndShutsDown) {
   after.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(5));
   EXPECT_FALSE(informers
-                   ->ListResources(&after,
-                                   informer::v1::ListResourcesRequest(),
+                   ->ListResources(&after, informer::v1::ListResourcesRequest(),
                                    &resources)
                    .ok());
 }
@@ -144,8 +143,8 @@ TEST_F(SidecarAppTest, AFailedStartNamesTheFlagAndReleasesThePorts) {
   options = OptionsFromFlags();
   ASSERT_TRUE(options.ok());
   sidecar = Sidecar::Start(*std::move(options));
-  ASSERT_TRUE(sidecar.ok()) << "port " << http_port
-                            << " still held: " << sidecar.status();
+  ASSERT_TRUE(sidecar.ok())
+      << "port " << http_port << " still held: " << sidecar.status();
   EXPECT_EQ((*sidecar)->http_port(), http_port);
   EXPECT_TRUE((*sidecar)->Shutdown());
 }

@@ -10,9 +10,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "informer/client/http_transport.h"
-#include "server/registry/informer_registry.h"
-#include "server/ops/metrics.h"
 #include "server/informer_service/watch/watch_hub.h"
+#include "server/ops/metrics.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 

@@ -13,9 +13,9 @@
 #include "gtest/gtest.h"
 #include "informer/cache/testing/fake_source.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/registry/informer_registry.h"
-#include "server/ops/metrics.h"
 #include "server/app/sidecar_server.h"
+#include "server/ops/metrics.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 namespace {

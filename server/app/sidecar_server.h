@@ -15,8 +15,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "server/registry/informer_registry.h"
 #include "server/informer_service/informer_service.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 
@@ -51,8 +51,7 @@ class SidecarServer {
   // Binds `listen` ("host:port", port 0 picks one; or "unix:/path") and
   // starts serving. Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<SidecarServer>> Start(
-      InformerRegistry* registry, absl::string_view listen,
-      Options options);
+      InformerRegistry* registry, absl::string_view listen, Options options);
   static absl::StatusOr<std::unique_ptr<SidecarServer>> Start(
       InformerRegistry* registry, absl::string_view listen,
       InformerService::Options options = {}) {

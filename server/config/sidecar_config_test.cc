@@ -21,8 +21,8 @@ std::string ErrorOf(absl::string_view yaml) {
 }
 
 TEST(SidecarConfigTest, ParsesTheExampleFileWithEveryKey) {
-  absl::StatusOr<SidecarConfig> c =
-      LoadSidecarConfigFile("server/config/testdata/sidecar_config_example.yaml");
+  absl::StatusOr<SidecarConfig> c = LoadSidecarConfigFile(
+      "server/config/testdata/sidecar_config_example.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->allow_unlisted_resources);
   EXPECT_TRUE(c->has_lazy_idle_timeout);
@@ -41,8 +41,9 @@ TEST(SidecarConfigTest, ParsesTheExampleFileWithEveryKey) {
               ElementsAre("metadata.annotations", "status.conditions"));
   EXPECT_THAT(pods.config.label_indexes, ElementsAre("app"));
   EXPECT_THAT(pods.config.field_indexes, ElementsAre("spec.nodeName"));
-  EXPECT_THAT(pods.config.origin,
-              StartsWith("server/config/testdata/sidecar_config_example.yaml:"));
+  EXPECT_THAT(
+      pods.config.origin,
+      StartsWith("server/config/testdata/sidecar_config_example.yaml:"));
 
   const SidecarConfig::Resource& deploy = c->resources[1];
   EXPECT_EQ(deploy.config.resource, "deployments.apps");

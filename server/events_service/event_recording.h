@@ -24,9 +24,9 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "informer/client/http_transport.h"
-#include "informer/util/clock.h"
 #include "informer/record/event_recorder.h"
 #include "informer/record/event_sink.h"
+#include "informer/util/clock.h"
 #include "server/events_service/events_service.h"
 
 namespace server {

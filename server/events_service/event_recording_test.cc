@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "emulator/emulator_with_faults.h"
 #include "gtest/gtest.h"
 #include "informer/client/credentials.h"
 #include "informer/client/http_transport.h"
-#include "informer/util/clock.h"
 #include "informer/record/event_correlator.h"
-#include "emulator/emulator_with_faults.h"
+#include "informer/util/clock.h"
 
 namespace server {
 namespace {

@@ -13,10 +13,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "informer/util/clock.h"
 #include "informer/record/event_correlator.h"
 #include "informer/record/event_recorder.h"
 #include "informer/record/event_sink.h"
+#include "informer/util/clock.h"
 #include "proto/informer/v1/events.grpc.pb.h"
 #include "server/security/authz.h"
 

@@ -13,8 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "informer/cache/index.h"
-#include "server/rpc/grpc_conversions.h"
 #include "informer/labels/label_selector.h"
+#include "server/rpc/grpc_conversions.h"
 
 namespace server {
 namespace {
@@ -108,8 +108,8 @@ InformerService::InformerService(InformerRegistry* registry, Options options,
       watch_hub_(std::make_unique<WatchHub>(registry, options.watch, clock,
                                             run_id_)) {}
 
-absl::StatusOr<InformerRef> InformerService::Lookup(
-    const std::string& resource, bool allow_stale) const {
+absl::StatusOr<InformerRef> InformerService::Lookup(const std::string& resource,
+                                                    bool allow_stale) const {
   if (resource.empty()) {
     return absl::InvalidArgumentError("resource is required");
   }
@@ -148,9 +148,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InformerService::Watch(
     return refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                "malformed WatchRequest"));
   }
-  grpc::Status access =
-      AuthorizeRead(options_.authorizer, *context, request.resource(),
-                    request.namespace_());
+  grpc::Status access = AuthorizeRead(options_.authorizer, *context,
+                                      request.resource(), request.namespace_());
   if (!access.ok()) return refuse(std::move(access));
   // Lifecycle log: who watches what (filters only, never objects); the
   // close is logged with the status when the call is counted
@@ -288,9 +287,8 @@ absl::Status InformerService::DoList(const v1::ListRequest& request,
   const int64_t limit = request.limit() == 0
                             ? kDefaultListLimit
                             : std::min<int64_t>(request.limit(), kMaxListLimit);
-  int64_t max_bytes = request.max_page_bytes() == 0
-                          ? kDefaultMaxPageBytes
-                          : request.max_page_bytes();
+  int64_t max_bytes = request.max_page_bytes() == 0 ? kDefaultMaxPageBytes
+                                                    : request.max_page_bytes();
   if (options_.max_page_bytes > 0) {
     max_bytes = std::min(max_bytes, options_.max_page_bytes);
   }

@@ -5,8 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,13 +16,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
 #include "informer/object/object.h"
+#include "informer/util/clock.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/security/authz.h"
-#include "server/rpc/grpc_conversions.h"
-#include "server/registry/informer_registry.h"
 #include "server/informer_service/watch/watch_hub.h"
+#include "server/registry/informer_registry.h"
+#include "server/rpc/grpc_conversions.h"
+#include "server/security/authz.h"
 
 namespace server {
 
@@ -53,8 +53,8 @@ class InformerService final
     absl::Duration snapshot_ttl = absl::Minutes(5);
     size_t max_snapshots = 64;
     WatchOptions watch;
-    // Who may read what (server/security/authz.h); null = everybody, everything.
-    // Not owned; must outlive the service.
+    // Who may read what (server/security/authz.h); null = everybody,
+    // everything. Not owned; must outlive the service.
     const Authorizer* authorizer = nullptr;
     // Upper bound on a List page's bytes, whatever the request's
     // max_page_bytes asks (0: none; the default page stays
@@ -65,8 +65,7 @@ class InformerService final
     // Called as every Watch call starts; what it returns is called once,
     // when that call is over, with the status it ended with. Empty: none.
     using CallEnd = std::function<void(const grpc::Status&)>;
-    std::function<CallEnd(const grpc::CallbackServerContext&)>
-        count_watch_call;
+    std::function<CallEnd(const grpc::CallbackServerContext&)> count_watch_call;
   };
   static constexpr int32_t kDefaultListLimit = 500;
   static constexpr int32_t kMaxListLimit = 10000;

@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "informer/util/clock.h"
-#include "informer/cache/testing/fake_source.h"
 #include "informer/cache/index.h"
+#include "informer/cache/testing/fake_source.h"
+#include "informer/util/clock.h"
 #include "server/registry/informer_registry.h"
 
 namespace server {

@@ -1,7 +1,5 @@
-#include "server/informer_service/watch/watch_hub.h"
-
-#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,13 +16,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
-#include "informer/cache/testing/fake_source.h"
 #include "informer/cache/index.h"
+#include "informer/cache/testing/fake_source.h"
 #include "informer/object/object.h"
+#include "informer/util/clock.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
-#include "server/registry/informer_registry.h"
 #include "server/informer_service/informer_service.h"
+#include "server/informer_service/watch/watch_hub.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 namespace {
@@ -923,11 +922,11 @@ TEST_F(WatchStreamTest, TokenOlderThanTheByteBoundedHistoryGetsReset) {
   const std::string old_token = state.events.back().resume_token();
   const std::string pad(8000, 'x');
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(source_
-                    ->Modify("default", "a",
-                             Labels{{"app", "web"},
-                                    {"pad", absl::StrCat(pad, i)}})
-                    .ok());
+    ASSERT_TRUE(
+        source_
+            ->Modify("default", "a",
+                     Labels{{"app", "web"}, {"pad", absl::StrCat(pad, i)}})
+            .ok());
   }
   ReadEvents(call.get(), &state, 20);
   const std::string recent_token =
@@ -1350,8 +1349,9 @@ TEST_F(WatchStreamTest, InitialStatesAndBacklogsAreSplitUnderTheCap) {
   service_->watch_hub().SetWritesPaused(true);
   for (int round = 0; round < 2; ++round) {
     for (int i = 0; i < 50; ++i) {
-      ASSERT_TRUE(source_->Modify("default", absl::StrCat("p", i),
-                                  Labels{{"app", std::string(600 + round, 'v')}})
+      ASSERT_TRUE(source_
+                      ->Modify("default", absl::StrCat("p", i),
+                               Labels{{"app", std::string(600 + round, 'v')}})
                       .ok());
     }
   }
@@ -1535,16 +1535,17 @@ class WatchResumeTest : public WatchStreamTest {
       const std::string other = app == "web" ? "db" : "web";
       // Twice, so a slow stream's queue has something to coalesce.
       for (const std::string& value : {other, app}) {
-        ASSERT_TRUE(source_->Modify("default",
-                                    absl::StrCat("p", 10 * i + round),
-                                    Labels{{"app", value}})
+        ASSERT_TRUE(source_
+                        ->Modify("default", absl::StrCat("p", 10 * i + round),
+                                 Labels{{"app", value}})
                         .ok());
       }
       ASSERT_TRUE(
           source_->Delete("default", absl::StrCat("p", 10 * i + round + 5))
               .ok());
-      ASSERT_TRUE(source_->Add("default", absl::StrCat("n", round, "-", i),
-                               Labels{{"app", app}})
+      ASSERT_TRUE(source_
+                      ->Add("default", absl::StrCat("n", round, "-", i),
+                            Labels{{"app", app}})
                       .ok());
     }
     service_->watch_hub().WaitForEvents(before + 40);

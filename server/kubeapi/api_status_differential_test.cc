@@ -65,7 +65,8 @@ TEST_F(StatusDifferentialTest, Expired410) {
            "The resourceVersion for the provided list is too old."));
   // An expired continue token, with the inconsistent token to go on.
   const std::string token =
-      "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0IjoiY20tMDAwMDAwXHUwMDAwIn0";
+      "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0IjoiY20tMDAwMDAwXHUwMDAw"
+      "In0";
   Same(ContinueExpiredStatus(token), emulator::ExpiredContinueStatus(token),
        "list-expired-continue-410.txt");
 }
@@ -99,10 +100,10 @@ TEST_F(StatusDifferentialTest, Timeout504) {
        emulator::TooLargeResourceVersionStatus(20, 10));
   // The store's error for the same case, mapped as the emulator serves it.
   Same(TooLargeResourceVersionStatus(20, 10),
-       emulator::FromStoreError(absl::DeadlineExceededError(
-                                    "Too large resource version: 20, "
-                                    "current: 10"),
-                                Info("configmaps"), ""));
+       emulator::FromStoreError(
+           absl::DeadlineExceededError("Too large resource version: 20, "
+                                       "current: 10"),
+           Info("configmaps"), ""));
 }
 
 TEST_F(StatusDifferentialTest, MethodNotAllowed405HasTheApiServersForm) {

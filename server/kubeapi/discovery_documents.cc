@@ -97,8 +97,7 @@ absl::optional<std::string> ApiResourceListDocument(
   for (const ApiResource* r : served) {
     std::string one = absl::StrCat(
         R"({"name":)", JsonQuote(r->resource), R"(,"singularName":)",
-        JsonQuote(r->singular_derived ? "" : r->singular),
-        R"(,"namespaced":)",
+        JsonQuote(r->singular_derived ? "" : r->singular), R"(,"namespaced":)",
         r->namespaced ? "true" : "false", R"(,"kind":)", JsonQuote(r->kind),
         R"(,"verbs":["get","list","watch"])");
     // The API server's order: shortNames, then categories, each omitted

@@ -19,14 +19,14 @@
 #include "emulator/emulator_with_faults.h"
 #include "gtest/gtest.h"
 #include "informer/client/kube_client.h"
-#include "server/registry/informer_registry.h"
-#include "server/registry/resource_resolver.h"
 #include "server/kubeapi/api_status.h"
 #include "server/kubeapi/kube_api_flags.h"
 #include "server/kubeapi/kube_api_server.h"
 #include "server/kubeapi/kube_api_test_client.h"
 #include "server/kubeapi/test_util.h"
 #include "server/ops/metrics.h"
+#include "server/registry/informer_registry.h"
+#include "server/registry/resource_resolver.h"
 
 namespace server {
 namespace kubeapi {
@@ -142,9 +142,9 @@ class KubeApiEmulatorTest : public ::testing::Test {
 };
 
 // Reads watch events until one containing `needle` (or the stream's end).
-std::vector<std::string> ReadUntil(RawHttpClient* c, const std::string& needle,
-                                   const std::function<bool(const std::string&)>&
-                                       done = nullptr) {
+std::vector<std::string> ReadUntil(
+    RawHttpClient* c, const std::string& needle,
+    const std::function<bool(const std::string&)>& done = nullptr) {
   std::vector<std::string> out;
   while (true) {
     absl::StatusOr<std::string> chunk = c->ReadChunk();
@@ -192,10 +192,9 @@ TEST_F(KubeApiEmulatorTest, UpstreamBookmarksMoveTheFacadesResourceVersion) {
   ASSERT_EQ(exact.code, 200) << exact.body;
   EXPECT_EQ(RvIn(exact.body), target);
   // The facade's own watchers get bookmarks at that version.
-  std::vector<std::string> events =
-      ReadUntil(&*watch, "BOOKMARK", [target](const std::string& line) {
-        return RvIn(line) >= target;
-      });
+  std::vector<std::string> events = ReadUntil(
+      &*watch, "BOOKMARK",
+      [target](const std::string& line) { return RvIn(line) >= target; });
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(
       events.back(),
@@ -243,9 +242,9 @@ TEST_P(SlowWatcherTest, AStalledWatchIsTerminatedAndItsQueueStaysBounded) {
   addr.sin_port = htons(server_->port());
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const std::string request = absl::StrCat(
-      "GET /api/v1/configmaps?watch=1&resourceVersion=", rv0,
-      " HTTP/1.1\r\nHost: facade\r\nUser-Agent: stalled\r\n\r\n");
+  const std::string request =
+      absl::StrCat("GET /api/v1/configmaps?watch=1&resourceVersion=", rv0,
+                   " HTTP/1.1\r\nHost: facade\r\nUser-Agent: stalled\r\n\r\n");
   ASSERT_EQ(send(fd, request.data(), request.size(), 0),
             static_cast<ssize_t>(request.size()));
   ASSERT_TRUE(server_->WaitForOpenWatches(1, absl::Seconds(60)));
@@ -286,14 +285,15 @@ TEST_P(SlowWatcherTest, AStalledWatchIsTerminatedAndItsQueueStaysBounded) {
   }
   ASSERT_LT(seen, last);
   // Wait until the facade has every change (on its own semantics).
-  ASSERT_EQ(Get(absl::StrCat("/api/v1/configmaps?limit=1&resourceVersion=",
-                             last))
-                .code,
-            200);
+  ASSERT_EQ(
+      Get(absl::StrCat("/api/v1/configmaps?limit=1&resourceVersion=", last))
+          .code,
+      200);
   auto again = RawHttpClient::Connect(server_->port());
-  ASSERT_TRUE(again->Send("GET", absl::StrCat("/api/v1/configmaps?watch=1&"
-                                              "resourceVersion=",
-                                              seen))
+  ASSERT_TRUE(again
+                  ->Send("GET", absl::StrCat("/api/v1/configmaps?watch=1&"
+                                             "resourceVersion=",
+                                             seen))
                   .ok());
   ASSERT_EQ(again->ReadHead()->code, 200);
   auto first = again->ReadChunk();
@@ -304,9 +304,9 @@ TEST_P(SlowWatcherTest, AStalledWatchIsTerminatedAndItsQueueStaysBounded) {
     const int64_t floor = last - 20;
     std::string want = ReadCapture("watch-too-old-rv-410.jsonl");
     want = absl::StrReplaceAll(
-        want, {{"too old resource version: 5 (145247)",
-                absl::StrCat("too old resource version: ", seen, " (", floor,
-                             ")")}});
+        want,
+        {{"too old resource version: 5 (145247)",
+          absl::StrCat("too old resource version: ", seen, " (", floor, ")")}});
     EXPECT_EQ(*first, want);
     EXPECT_EQ(*again->ReadChunk(), "");
   } else {
@@ -348,10 +348,11 @@ TEST_F(KubeApiEmulatorTest, LazyResourcesAreServedOnFirstRequest) {
   EXPECT_EQ(Get("/api/v1/namespaces/a/configmaps/cm1").code, 200);
   // An open watch keeps the informer alive past several idle timeouts.
   auto watch = RawHttpClient::Connect(server_->port());
-  ASSERT_TRUE(watch->Send("GET", absl::StrCat("/api/v1/namespaces/a/"
-                                              "configmaps?watch=1&"
-                                              "resourceVersion=",
-                                              RvIn(list.body)))
+  ASSERT_TRUE(watch
+                  ->Send("GET", absl::StrCat("/api/v1/namespaces/a/"
+                                             "configmaps?watch=1&"
+                                             "resourceVersion=",
+                                             RvIn(list.body)))
                   .ok());
   ASSERT_EQ(watch->ReadHead()->code, 200);
   registry_->WaitForIdleCheck(absl::Now() + absl::Milliseconds(1200));

@@ -24,8 +24,8 @@ ABSL_DECLARE_FLAG(std::string, kube_api_advertised_address);
 
 #include "absl/status/statusor.h"
 #include "informer/client/discovery.h"
-#include "server/registry/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 namespace kubeapi {

@@ -17,12 +17,12 @@
 #include "absl/time/time.h"
 #include "informer/cache/shared_informer.h"
 #include "informer/client/discovery.h"
-#include "server/registry/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
 #include "server/kubeapi/list_options.h"
 #include "server/kubeapi/object_writer.h"
 #include "server/kubeapi/request_path.h"
 #include "server/kubeapi/resource_cache.h"
+#include "server/registry/informer_registry.h"
 #include "server/security/authz.h"
 
 namespace server {

@@ -18,9 +18,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "server/registry/resource_resolver.h"
 #include "server/kubeapi/kube_api_internal.h"
 #include "server/kubeapi/kube_api_server.h"
+#include "server/registry/resource_resolver.h"
 
 namespace server {
 namespace kubeapi {
@@ -179,8 +179,7 @@ KubeApiServer::Served* KubeApiServer::LazyServed(const ApiResource& api,
     return nullptr;
   }
   served->registration = *reg;
-  LOG(INFO) << "Kubernetes API facade: serving lazily started "
-            << served->name;
+  LOG(INFO) << "Kubernetes API facade: serving lazily started " << served->name;
   Served* raw = served.get();
   by_path_[key] = raw;
   served_.push_back(std::move(served));

@@ -156,8 +156,8 @@ void KubeApiServer::ReplyList(Request& r, const ResourceCache::Page& page,
   Served* s = r.served;
   evbuffer* body = evbuffer_new();
   if (r.opts.table) {
-    AppendTable(r.form, page.objects, meta, r.opts.include_object,
-                absl::Now(), body);
+    AppendTable(r.form, page.objects, meta, r.opts.include_object, absl::Now(),
+                body);
     Reply(r.req, s, r.verb, 200, body);
     evbuffer_free(body);
     return;
@@ -245,10 +245,10 @@ void KubeApiServer::RetryParked() {
       continue;
     }
     Served* s = p->request.served;
-    bool ready = p->want_rv == kWaitForSync
-                     ? s->registration->HasSynced()
-                     : (SyncProgress(s),
-                        s->cache->resource_version() >= p->want_rv);
+    bool ready =
+        p->want_rv == kWaitForSync
+            ? s->registration->HasSynced()
+            : (SyncProgress(s), s->cache->resource_version() >= p->want_rv);
     if (!p->done && ready) {
       p->done = true;
       evhttp_connection_set_closecb(

@@ -16,9 +16,9 @@
 #include "informer/cache/shared_informer.h"
 #include "informer/cache/testing/fake_source.h"
 #include "informer/client/kube_client.h"
-#include "server/registry/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
 #include "server/ops/metrics.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 namespace kubeapi {

@@ -7,13 +7,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "emulator/tls_certs.h"
 #include "gtest/gtest.h"
 #include "informer/cache/testing/fake_source.h"
 #include "informer/client/http_transport.h"
 #include "informer/client/kube_client.h"
-#include "server/registry/informer_registry.h"
 #include "server/kubeapi/kube_api_server.h"
-#include "emulator/tls_certs.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 namespace kubeapi {

@@ -213,8 +213,8 @@ ApiStatus InvalidListOptions(std::vector<std::string> forbidden) {
 // `tables`: a meta.k8s.io/v1 Table may be chosen (sets *table); watches
 // are not served as tables, so kubectl's Table-then-JSON Accept falls back
 // to JSON for them.
-bool ChooseMediaType(absl::string_view accept, bool tables,
-                     bool* metadata_only, bool* table) {
+bool ChooseMediaType(absl::string_view accept, bool tables, bool* metadata_only,
+                     bool* table) {
   *metadata_only = false;
   *table = false;
   if (absl::StripAsciiWhitespace(accept).empty()) return true;

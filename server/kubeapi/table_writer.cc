@@ -55,8 +55,7 @@ const std::vector<Column>& PodColumns() {
       {"Name", "name", kNameDoc, 0},
       {"Ready", "",
        "The aggregate readiness state of this pod for accepting traffic.", 0},
-      {"Status", "", "The aggregate status of the containers in this pod.",
-       0},
+      {"Status", "", "The aggregate status of the containers in this pod.", 0},
       {"Restarts", "",
        "The number of times the containers in this pod have been restarted "
        "and when the last container in this pod has restarted.",
@@ -129,8 +128,8 @@ std::vector<element> Array(element e, std::initializer_list<const char*> path) {
 absl::Time Timestamp(const std::string& rfc3339) {
   absl::Time t;
   std::string err;
-  if (rfc3339.empty() || !absl::ParseTime(absl::RFC3339_full, rfc3339, &t,
-                                          &err)) {
+  if (rfc3339.empty() ||
+      !absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) {
     return absl::InfinitePast();
   }
   return t;
@@ -170,8 +169,9 @@ bool InitStatus(element pod, std::string* reason, int64_t* restarts) {
     if (At(c, {"state", "terminated"}, &state)) {
       if (Int(state, {"exitCode"}) == 0) continue;
       std::string why = Str(state, {"reason"});
-      *reason = why.empty() ? absl::StrCat("Init:", TerminatedWithoutReason(state))
-                            : absl::StrCat("Init:", why);
+      *reason = why.empty()
+                    ? absl::StrCat("Init:", TerminatedWithoutReason(state))
+                    : absl::StrCat("Init:", why);
       return true;
     }
     std::string waiting = Str(c, {"state", "waiting", "reason"});
@@ -306,8 +306,8 @@ void AppendTable(const ObjectForm& form,
   const bool pods = form.kind == "Pod" && form.api_version == "v1" &&
                     !form.cache_metadata_only;
   std::string head = absl::StrCat(
-      R"({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":)",
-      list_meta, R"(,"columnDefinitions":[)",
+      R"({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":)", list_meta,
+      R"(,"columnDefinitions":[)",
       ColumnsJson(pods ? PodColumns() : GenericColumns()), R"(],"rows":[)");
   evbuffer_add(out, head.data(), head.size());
   ObjectForm metadata_form = form;

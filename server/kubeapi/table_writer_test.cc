@@ -75,9 +75,9 @@ TEST(TableWriterTest, GenericKindsHaveNameAndAge) {
   std::string whole = Render(form, {cm}, IncludeObject::kObject, kNow);
   EXPECT_NE(whole.find(R"("object":{"kind":"ConfigMap","apiVersion":"v1",)"),
             std::string::npos);
-  EXPECT_NE(Render(form, {}, IncludeObject::kMetadata, kNow)
-                .find(R"("rows":[]})"),
-            std::string::npos);
+  EXPECT_NE(
+      Render(form, {}, IncludeObject::kMetadata, kNow).find(R"("rows":[]})"),
+      std::string::npos);
 }
 
 // A row's cells: everything after the row's `"cells":[` up to `]`.
@@ -110,13 +110,15 @@ TEST(TableWriterTest, PodsHaveThePodPrintersColumns) {
       R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"i","namespace":"a","creationTimestamp":"2023-11-14T22:13:10Z"},)"
       R"("spec":{"initContainers":[{"name":"x"},{"name":"y"}],"containers":[{"name":"a"}],"readinessGates":[{"conditionType":"g"}]},)"
       R"("status":{"phase":"Pending","initContainerStatuses":[{"name":"x","restartCount":0,"state":{"terminated":{"exitCode":0}}},{"name":"y","restartCount":0,"state":{"running":{}}}]}})");
-  EXPECT_EQ(Cells(Render(form, {init}, IncludeObject::kNone, kNow)),
-            R"("i","0/1","Init:1/2","0","10s","\u003cnone\u003e","\u003cnone\u003e","\u003cnone\u003e","0/1")");
+  EXPECT_EQ(
+      Cells(Render(form, {init}, IncludeObject::kNone, kNow)),
+      R"("i","0/1","Init:1/2","0","10s","\u003cnone\u003e","\u003cnone\u003e","\u003cnone\u003e","0/1")");
   auto deleting = Parse(
       R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"d","namespace":"a","deletionTimestamp":"2023-11-14T22:13:00Z"},)"
       R"("spec":{"containers":[{"name":"a"}]},"status":{"phase":"Succeeded","containerStatuses":[{"name":"a","restartCount":0,"state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]}})");
-  EXPECT_EQ(Cells(Render(form, {deleting}, IncludeObject::kNone, kNow)),
-            R"("d","0/1","Terminating","0","\u003cunknown\u003e","\u003cnone\u003e","\u003cnone\u003e","\u003cnone\u003e","\u003cnone\u003e")");
+  EXPECT_EQ(
+      Cells(Render(form, {deleting}, IncludeObject::kNone, kNow)),
+      R"("d","0/1","Terminating","0","\u003cunknown\u003e","\u003cnone\u003e","\u003cnone\u003e","\u003cnone\u003e","\u003cnone\u003e")");
   // A metadata-only cache has no status: Name and Age.
   form.cache_metadata_only = true;
   EXPECT_EQ(Cells(Render(form, {init}, IncludeObject::kNone, kNow)),

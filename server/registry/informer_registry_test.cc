@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "informer/util/clock.h"
 #include "informer/cache/testing/fake_source.h"
+#include "informer/util/clock.h"
 #include "server/registry/resource_resolver.h"
 
 namespace server {

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "emulator/emulator.h"
 #include "informer/client/kube_client.h"
 #include "informer/util/clock.h"
-#include "emulator/emulator.h"
 
 namespace server {
 namespace {

@@ -17,8 +17,8 @@
 #include "absl/time/time.h"
 #include "informer/util/clock.h"
 #include "proto/informer/v1/workqueue.grpc.pb.h"
-#include "server/security/authz.h"
 #include "server/registry/informer_registry.h"
+#include "server/security/authz.h"
 
 namespace server {
 
@@ -33,9 +33,9 @@ struct WorkQueueServiceOptions {
   absl::Duration idle_timeout = absl::Minutes(10);
   // CreateQueue beyond this many queues is RESOURCE_EXHAUSTED.
   int max_queues = 256;
-  // Bearer-token authorization (server/security/authz.h); null allows everything.
-  // A queue is reachable by a caller that may read its resource in its
-  // namespace: CreateQueue checks the declaration, every other call (and a
+  // Bearer-token authorization (server/security/authz.h); null allows
+  // everything. A queue is reachable by a caller that may read its resource in
+  // its namespace: CreateQueue checks the declaration, every other call (and a
   // Lease stream's first message) the named queue's; Stats of all queues
   // lists only those. Not owned; must outlive the service.
   const Authorizer* authorizer = nullptr;

@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "informer/util/clock.h"
 #include "informer/cache/testing/fake_source.h"
+#include "informer/util/clock.h"
 #include "server/registry/informer_registry.h"
 
 namespace server {
@@ -843,8 +843,7 @@ class WorkQueueAuthzTest : public WorkQueueServiceTest {
 TEST_F(WorkQueueAuthzTest, QueuesNeedATokenThatMayReadTheirResource) {
   v1::CreateQueueRequest decl = Decl("q");
   decl.set_namespace_("ns-0");
-  EXPECT_EQ(CreateAs("", decl).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(CreateAs("", decl).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(CreateAs("wrong", decl).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(CreateAs("other-token", decl).error_code(),

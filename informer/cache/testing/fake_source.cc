@@ -74,8 +74,7 @@ FakeSource::~FakeSource() {
 }
 
 absl::StatusOr<ObjectPtr> FakeSource::Add(absl::string_view ns,
-                                          absl::string_view name,
-                                          Labels labels,
+                                          absl::string_view name, Labels labels,
                                           absl::string_view node_name) {
   absl::MutexLock lock(&mu_);
   return MutateLocked(WatchEventType::kAdded, ns, name, labels, node_name);
@@ -113,8 +112,11 @@ absl::StatusOr<ObjectPtr> FakeSource::MutateLocked(
     // resourceVersion.
     const Object& last = *it->second;
     ObjectBuilder b;
-    b.SetApiVersion("v1").SetKind("Pod").SetNamespace(last.namespace_())
-        .SetName(last.name()).SetUid(last.uid())
+    b.SetApiVersion("v1")
+        .SetKind("Pod")
+        .SetNamespace(last.namespace_())
+        .SetName(last.name())
+        .SetUid(last.uid())
         .SetResourceVersion(absl::StrCat(rv));
     for (const auto& [k, v] : last.labels()) b.AddLabel(k, v);
     obj = b.Build();
@@ -124,8 +126,12 @@ absl::StatusOr<ObjectPtr> FakeSource::MutateLocked(
                                 ? absl::StrCat("uid-", ++uid_seq_)
                                 : std::string(it->second->uid());
     ObjectBuilder b;
-    b.SetApiVersion("v1").SetKind("Pod").SetNamespace(ns).SetName(name)
-        .SetUid(uid).SetResourceVersion(absl::StrCat(rv));
+    b.SetApiVersion("v1")
+        .SetKind("Pod")
+        .SetNamespace(ns)
+        .SetName(name)
+        .SetUid(uid)
+        .SetResourceVersion(absl::StrCat(rv));
     for (const auto& [k, v] : labels) b.AddLabel(k, v);
     if (!node_name.empty()) {
       b.SetJson(absl::StrCat(
@@ -281,8 +287,7 @@ absl::StatusOr<ObjectList> FakeSource::List(const ListOptions& options) {
   for (; it != objects_.end(); ++it) {
     if (options.limit > 0 &&
         static_cast<int64_t>(out.items.size()) >= options.limit) {
-      out.continue_token =
-          absl::StrCat(rv_, "|", std::prev(it)->first);
+      out.continue_token = absl::StrCat(rv_, "|", std::prev(it)->first);
       out.remaining_item_count =
           static_cast<int64_t>(std::distance(it, objects_.end()));
       break;
@@ -323,8 +328,9 @@ absl::StatusOr<std::unique_ptr<WatchStream>> FakeSource::Watch(
     ApiStatus st;
     st.code = 422;
     st.reason = "Invalid";
-    st.message = "sendInitialEvents is forbidden for watch unless the "
-                 "WatchList feature gate is enabled";
+    st.message =
+        "sendInitialEvents is forbidden for watch unless the "
+        "WatchList feature gate is enabled";
     return StatusFromApiStatus(st, "GET", "/fake");
   }
   auto stream = std::make_unique<Stream>(this);

@@ -42,8 +42,8 @@ class FakeSource final : public ListerWatcher {
   absl::StatusOr<ObjectPtr> Add(absl::string_view ns, absl::string_view name,
                                 Labels labels = {},
                                 absl::string_view node_name = "");
-  absl::StatusOr<ObjectPtr> Modify(absl::string_view ns,
-                                   absl::string_view name, Labels labels = {},
+  absl::StatusOr<ObjectPtr> Modify(absl::string_view ns, absl::string_view name,
+                                   Labels labels = {},
                                    absl::string_view node_name = "");
   absl::StatusOr<ObjectPtr> Delete(absl::string_view ns,
                                    absl::string_view name);

@@ -103,9 +103,9 @@ void EmitDifference(const KeyRun& k, std::vector<PendingEvent>* out) {
   const SharedPtr& to = k.to;
   if (Same(from, to)) return;
   auto deleted = [&] {
-    PendingEvent p = PendingEvent::Make(
-        v1::EVENT_TYPE_DELETED, k.deleted != nullptr ? k.deleted : from, from,
-        0);
+    PendingEvent p =
+        PendingEvent::Make(v1::EVENT_TYPE_DELETED,
+                           k.deleted != nullptr ? k.deleted : from, from, 0);
     p.tombstone = k.tombstone;
     return p;
   };
@@ -130,8 +130,7 @@ CoalesceResult Coalesce(absl::Span<const PendingEvent> events,
   result.distinct_keys = keys.size();
   for (const KeyRun& k : keys) EmitDifference(k, &result.events);
   for (size_t i = 0; i < result.events.size(); ++i) {
-    result.events[i].seq =
-        i + 1 == result.events.size() ? last_seq : base_seq;
+    result.events[i].seq = i + 1 == result.events.size() ? last_seq : base_seq;
   }
   return result;
 }

@@ -40,7 +40,9 @@ struct PendingEvent {
 
   bool IsMarker() const { return ev == nullptr && obj == nullptr; }
   // The object key (not for markers).
-  const std::string& Key() const { return ev != nullptr ? ev->key() : obj->key(); }
+  const std::string& Key() const {
+    return ev != nullptr ? ev->key() : obj->key();
+  }
   // The client's state of the key before / after the event (null: absent).
   SharedPtr HeldBefore() const;
   SharedPtr HeldAfter() const;

@@ -54,9 +54,9 @@ TEST(CoalesceTest, AddedThenDeletedLeavesNothing) {
 
 TEST(CoalesceTest, DeleteKeepsTheDeletedStateAndTombstone) {
   const SharedPtr held = Obj("a", "u", "1"), last = Obj("a", "u", "2");
-  const std::vector<PendingEvent> in = {
-      Live(5, last, held), Live(6, last, last, /*deleted=*/true,
-                                /*tombstone=*/true)};
+  const std::vector<PendingEvent> in = {Live(5, last, held),
+                                        Live(6, last, last, /*deleted=*/true,
+                                             /*tombstone=*/true)};
   const CoalesceResult out = Coalesce(in, 4, 6);
   ASSERT_EQ(out.events.size(), 1u);
   EXPECT_EQ(out.events[0].type, v1::EVENT_TYPE_DELETED);
@@ -93,9 +93,9 @@ TEST(CoalesceTest, KeysKeepTheOrderOfFirstAppearanceAndTokensNeverSkip) {
   const SharedPtr b1 = Obj("b", "ub", "1"), b2 = Obj("b", "ub", "4");
   const SharedPtr a1 = Obj("a", "ua", "2");
   const SharedPtr c1 = Obj("c", "uc", "3");
-  const std::vector<PendingEvent> in = {
-      Live(21, b2, b1), Live(22, a1, nullptr), Live(23, c1, nullptr),
-      Live(24, c1, c1, /*deleted=*/true)};
+  const std::vector<PendingEvent> in = {Live(21, b2, b1), Live(22, a1, nullptr),
+                                        Live(23, c1, nullptr),
+                                        Live(24, c1, c1, /*deleted=*/true)};
   const CoalesceResult out = Coalesce(in, 20, 24);
   EXPECT_EQ(out.distinct_keys, 3u);
   ASSERT_EQ(out.events.size(), 2u);

@@ -45,8 +45,7 @@ absl::StatusOr<ResumeToken> DecodeResumeToken(absl::string_view token) {
   return out;
 }
 
-ResumeTokenEncoder::ResumeTokenEncoder(absl::string_view run_id,
-                                       uint64_t epoch)
+ResumeTokenEncoder::ResumeTokenEncoder(absl::string_view run_id, uint64_t epoch)
     : prefix_(TokenPrefix(run_id, epoch)) {}
 
 std::string ResumeTokenEncoder::Encode(uint64_t seq) const {

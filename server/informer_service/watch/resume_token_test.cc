@@ -44,8 +44,11 @@ TEST(ResumeTokenTest, SnapshotPositionsRoundTripWithSlashesInKeys) {
   got = DecodeResumeToken(encoder.Encode(40));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_FALSE(got->in_snapshot);
-  const ResumeToken t{.run_id = "r", .epoch = 2, .seq = 40,
-                      .in_snapshot = true, .after_key = "a/b"};
+  const ResumeToken t{.run_id = "r",
+                      .epoch = 2,
+                      .seq = 40,
+                      .in_snapshot = true,
+                      .after_key = "a/b"};
   EXPECT_EQ(EncodeResumeToken(t), encoder.EncodeSnapshot(40, "a/b"));
 }
 
@@ -53,11 +56,11 @@ TEST(ResumeTokenTest, MalformedTokensAreRejected) {
   const std::string bad[] = {
       "",
       "not base64 !!",
-      absl::WebSafeBase64Escape("w2/run/1"),           // too few parts
-      absl::WebSafeBase64Escape("w1/run/1/2"),         // unknown version
-      absl::WebSafeBase64Escape("w2/run/x/2"),         // epoch not a number
-      absl::WebSafeBase64Escape("w2/run/1/-2"),        // negative seq
-      absl::WebSafeBase64Escape("w2//1/2"),            // no run
+      absl::WebSafeBase64Escape("w2/run/1"),     // too few parts
+      absl::WebSafeBase64Escape("w1/run/1/2"),   // unknown version
+      absl::WebSafeBase64Escape("w2/run/x/2"),   // epoch not a number
+      absl::WebSafeBase64Escape("w2/run/1/-2"),  // negative seq
+      absl::WebSafeBase64Escape("w2//1/2"),      // no run
   };
   for (const std::string& t : bad) {
     absl::StatusOr<ResumeToken> got = DecodeResumeToken(t);

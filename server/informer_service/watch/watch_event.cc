@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "server/rpc/grpc_conversions.h"
 #include "server/informer_service/watch/watch_response_builder.h"
+#include "server/rpc/grpc_conversions.h"
 
 namespace server {
 
@@ -110,8 +110,9 @@ informer::ObjectPtr WithResourceVersion(const informer::ObjectPtr& obj,
   stamped.reserve(json.size() + rv.size());
   stamped.append(json.data(), old_rv.data() + 1 - json.data());
   stamped.append(rv.data(), rv.size());
-  stamped.append(old_rv.data() + old_rv.size() - 1,
-                 json.data() + json.size() - (old_rv.data() + old_rv.size() - 1));
+  stamped.append(
+      old_rv.data() + old_rv.size() - 1,
+      json.data() + json.size() - (old_rv.data() + old_rv.size() - 1));
   // The JSON is already transformed: re-read it as is.
   informer::TransformOptions as_is;
   as_is.drop_managed_fields = false;
@@ -122,8 +123,8 @@ informer::ObjectPtr WithResourceVersion(const informer::ObjectPtr& obj,
 
 const SharedPtr& FanoutEvent::LeaveObject() const {
   absl::call_once(leave_once_, [this] {
-    leave_ = std::make_shared<const SharedObject>(WithResourceVersion(
-        prev_->ptr(), obj_->object().resource_version()));
+    leave_ = std::make_shared<const SharedObject>(
+        WithResourceVersion(prev_->ptr(), obj_->object().resource_version()));
   });
   return leave_;
 }
@@ -139,8 +140,8 @@ bool SameUid(const SharedPtr& a, const SharedPtr& b) {
   return a->object().uid() == b->object().uid();
 }
 
-absl::StatusOr<const EncodedEvents*> FanoutEvent::Encoded(
-    v1::Encoding encoding, bool with_old) const {
+absl::StatusOr<const EncodedEvents*> FanoutEvent::Encoded(v1::Encoding encoding,
+                                                          bool with_old) const {
   with_old = with_old && modified();
   const int i = (encoding == v1::ENCODING_STRUCT ? 2 : 0) + (with_old ? 1 : 0);
   absl::call_once(once_[i], [this, i, encoding, with_old] {
@@ -183,7 +184,7 @@ bool FanoutEvent::EncodeContiguous(v1::Encoding encoding,
   v1::Object msg;
   if (!EncodeObject(obj_->object(), encoding, &msg).ok()) return false;
   WatchResponseBuilder::Event e;
-  e.type = kind_ == Kind::kDeleted  ? v1::EVENT_TYPE_DELETED
+  e.type = kind_ == Kind::kDeleted ? v1::EVENT_TYPE_DELETED
            : kind_ == Kind::kAdded ? v1::EVENT_TYPE_ADDED
                                    : v1::EVENT_TYPE_MODIFIED;
   e.resource_version = obj_->object().resource_version();

@@ -133,8 +133,7 @@ class FanoutEvent {
  private:
   // What the event reads as, as is (decided once: streams ask per write).
   enum class Kind { kAdded, kModified, kDeleted, kReplaced };
-  static Kind KindOf(const SharedPtr& obj, const SharedPtr& prev,
-                     bool deleted);
+  static Kind KindOf(const SharedPtr& obj, const SharedPtr& prev, bool deleted);
 
   absl::Status Encode(informer::v1::Encoding encoding, bool with_old,
                       EncodedEvents* out) const;

@@ -20,10 +20,10 @@ informer::ObjectPtr Parse(const std::string& json) {
 
 TEST(WithResourceVersionTest, StampsOnlyMetadataResourceVersion) {
   // A "resourceVersion" member outside metadata (before it, too) stays.
-  const informer::ObjectPtr obj = Parse(
-      R"({"apiVersion":"v1","kind":"Pod","spec":{"resourceVersion":"7",)"
-      R"("s":"a\"}b"},"metadata":{"name":"a","namespace":"ns",)"
-      R"("labels":{"app":"web"},"resourceVersion":"7","uid":"u"}})");
+  const informer::ObjectPtr obj =
+      Parse(R"({"apiVersion":"v1","kind":"Pod","spec":{"resourceVersion":"7",)"
+            R"("s":"a\"}b"},"metadata":{"name":"a","namespace":"ns",)"
+            R"("labels":{"app":"web"},"resourceVersion":"7","uid":"u"}})");
   ASSERT_NE(obj, nullptr);
   const informer::ObjectPtr stamped = WithResourceVersion(obj, "42");
   ASSERT_NE(stamped, nullptr);
@@ -47,12 +47,12 @@ TEST(WithResourceVersionTest, WithoutAResourceVersionTheObjectIsKept) {
 }
 
 TEST(FanoutEventTest, LeaveObjectIsThePreviousStateAtTheEventsVersion) {
-  auto prev = std::make_shared<const SharedObject>(Parse(
-      R"({"metadata":{"name":"a","labels":{"app":"web"},)"
-      R"("resourceVersion":"5","uid":"u"}})"));
-  auto now = std::make_shared<const SharedObject>(Parse(
-      R"({"metadata":{"name":"a","labels":{"app":"db"},)"
-      R"("resourceVersion":"9","uid":"u"}})"));
+  auto prev = std::make_shared<const SharedObject>(
+      Parse(R"({"metadata":{"name":"a","labels":{"app":"web"},)"
+            R"("resourceVersion":"5","uid":"u"}})"));
+  auto now = std::make_shared<const SharedObject>(
+      Parse(R"({"metadata":{"name":"a","labels":{"app":"db"},)"
+            R"("resourceVersion":"9","uid":"u"}})"));
   const FanoutEvent ev(3, now, prev, /*deleted=*/false, /*tombstone=*/false,
                        "t");
   const SharedPtr& leave = ev.LeaveObject();

@@ -213,7 +213,7 @@ void WatchFanout::Dispatch(const informer::ObjectPtr& obj, bool deleted,
       FilterVerdicts verdicts(
           ev->prev() != nullptr ? &ev->prev()->object() : nullptr,
           !ev->deleted() && ev->obj() != nullptr ? &ev->obj()->object()
-                                                    : nullptr);
+                                                 : nullptr);
       QueuedTally queued;
       for (WatchStreamReactor* s : streams_) {
         queued.Add(s->Apply(ev, &verdicts));
@@ -253,10 +253,9 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
       // now (with the exact enter/leave events, as the stream decides
       // those from each event's before and after states).
       if (start.in_snapshot) {
-        stream->StartLocked(&tokens_,
-                            SnapshotRestLocked(*stream, start.seq,
-                                               start.after_key),
-                            /*reset=*/false, start.seq, rv);
+        stream->StartLocked(
+            &tokens_, SnapshotRestLocked(*stream, start.seq, start.after_key),
+            /*reset=*/false, start.seq, rv);
       } else {
         stream->ResumeLocked(&tokens_, start.seq);
       }
@@ -305,10 +304,10 @@ void WatchFanout::EndRefusedWaiters(const absl::Status& refused) {
   absl::MutexLock lock(&mu_);
   for (const auto& [s, errors_at_open] : waiting_) {
     if (errors <= errors_at_open) continue;
-    s->End(absl::UnavailableError(absl::StrCat(
-        "the informer of \"", entry_->config.resource,
-        "\" cannot sync: ", refused.message(),
-        "; the sidecar keeps retrying, retry the Watch later")));
+    s->End(absl::UnavailableError(
+        absl::StrCat("the informer of \"", entry_->config.resource,
+                     "\" cannot sync: ", refused.message(),
+                     "; the sidecar keeps retrying, retry the Watch later")));
   }
 }
 

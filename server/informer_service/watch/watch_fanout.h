@@ -16,12 +16,12 @@
 #include "absl/time/time.h"
 #include "informer/cache/event_handler.h"
 #include "informer/cache/shared_informer.h"
-#include "server/registry/informer_registry.h"
 #include "server/informer_service/watch/resume_token.h"
 #include "server/informer_service/watch/watch_event.h"
 #include "server/informer_service/watch/watch_history.h"
 #include "server/informer_service/watch/watch_stream_host.h"
 #include "server/informer_service/watch/watch_stream_reactor.h"
+#include "server/registry/informer_registry.h"
 
 namespace server {
 

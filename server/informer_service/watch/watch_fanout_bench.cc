@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "proto/informer/v1/informer.pb.h"
 #include "informer/object/object.h"
+#include "proto/informer/v1/informer.pb.h"
 #include "server/informer_service/watch/watch_event.h"
 #include "server/informer_service/watch/watch_hub.h"
 

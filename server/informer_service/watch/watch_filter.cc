@@ -12,8 +12,7 @@ bool WatchFilter::Matches(const informer::Object& obj) const {
   if (!selector.Matches(obj)) return false;
   if (index_fn) {
     const informer::IndexValues values = index_fn(obj);
-    return std::find(values.begin(), values.end(), index_value) !=
-           values.end();
+    return std::find(values.begin(), values.end(), index_value) != values.end();
   }
   return true;
 }

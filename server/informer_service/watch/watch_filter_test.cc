@@ -63,23 +63,22 @@ TEST(FilterInternerTest, TheSameFilterInOneScopeIsOneObject) {
   auto b = interner.Intern("1/configmaps", "app=web", Filter("ns", "app=web"));
   EXPECT_EQ(a.get(), b.get());
   // Any part different: another object.
-  EXPECT_NE(a.get(), interner
-                         .Intern("2/configmaps", "app=web",
-                                 Filter("ns", "app=web"))
-                         .get());
   EXPECT_NE(a.get(),
-            interner.Intern("1/configmaps", "app=db", Filter("ns", "app=db"))
+            interner.Intern("2/configmaps", "app=web", Filter("ns", "app=web"))
                 .get());
-  EXPECT_NE(a.get(), interner
-                         .Intern("1/configmaps", "app=web",
-                                 Filter("other", "app=web"))
-                         .get());
+  EXPECT_NE(
+      a.get(),
+      interner.Intern("1/configmaps", "app=db", Filter("ns", "app=db")).get());
+  EXPECT_NE(
+      a.get(),
+      interner.Intern("1/configmaps", "app=web", Filter("other", "app=web"))
+          .get());
   WatchFilter indexed = Filter("ns", "app=web");
   indexed.index_name = "by-app";
   indexed.index_value = "web";
-  EXPECT_NE(a.get(),
-            interner.Intern("1/configmaps", "app=web", std::move(indexed))
-                .get());
+  EXPECT_NE(
+      a.get(),
+      interner.Intern("1/configmaps", "app=web", std::move(indexed)).get());
   // The parts cannot run into each other: namespace "ab" + selector "" is
   // not namespace "a" + selector "b", whatever characters they hold.
   EXPECT_NE(interner.Intern("s", "", Filter("ab", "")).get(),

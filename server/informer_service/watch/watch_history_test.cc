@@ -35,8 +35,8 @@ class Feeder {
             .AddAnnotation("payload", std::string(payload_bytes, 'x'))
             .Build();
     auto shared = std::make_shared<const SharedObject>(std::move(obj));
-    SharedPtr prev = state_.count(shared->key()) > 0 ? state_[shared->key()]
-                                                     : nullptr;
+    SharedPtr prev =
+        state_.count(shared->key()) > 0 ? state_[shared->key()] : nullptr;
     state_[shared->key()] = shared;
     return Push(shared, prev, /*deleted=*/false);
   }
@@ -111,8 +111,8 @@ TEST(StateBytesTest, GrowsWithTheObjectAndCountsItsWireCopy) {
   EXPECT_EQ(StateBytes(nullptr), 0u);
   // The parsed object and the serialized copy each hold the payload.
   EXPECT_GE(StateBytes(big), StateBytes(small) + 2 * 10000);
-  EXPECT_GE(StateBytes(big), big->object().MemoryUsage() +
-                                 big->object().json().size());
+  EXPECT_GE(StateBytes(big),
+            big->object().MemoryUsage() + big->object().json().size());
 }
 
 TEST(WatchHistoryTest, DropsTheOldestEventsOnceOverTheByteBound) {

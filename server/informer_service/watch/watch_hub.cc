@@ -9,10 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "informer/cache/index.h"
 #include "informer/labels/label_selector.h"
-#include "server/rpc/grpc_conversions.h"
 #include "server/informer_service/watch/resume_token.h"
 #include "server/informer_service/watch/watch_fanout.h"
 #include "server/informer_service/watch/watch_stream_reactor.h"
+#include "server/rpc/grpc_conversions.h"
 
 namespace server {
 
@@ -119,9 +119,8 @@ absl::StatusOr<std::shared_ptr<WatchFanout>> WatchHub::FanoutFor(
                                                entry->config.resource,
                                                "\" is being stopped; retry"));
   }
-  auto fanout =
-      std::make_shared<WatchFanout>(static_cast<WatchStreamHost*>(this),
-                                    std::move(holder), next_epoch_++);
+  auto fanout = std::make_shared<WatchFanout>(
+      static_cast<WatchStreamHost*>(this), std::move(holder), next_epoch_++);
   // Not registered with the informer yet: the first stream's Open does
   // that, so a resource nobody watches pays nothing per object.
   fanouts_.push_back(fanout);
@@ -188,10 +187,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
       for (const auto& [name, fn] : indexers) names.push_back(name);
       std::sort(names.begin(), names.end());
       return new ErrorReactor(
-          absl::InvalidArgumentError(absl::StrCat(
-              "index_name: resource \"", request.resource(),
-              "\" has no index \"", request.index_name(),
-              "\"; available: ", absl::StrJoin(names, ", "))),
+          absl::InvalidArgumentError(
+              absl::StrCat("index_name: resource \"", request.resource(),
+                           "\" has no index \"", request.index_name(),
+                           "\"; available: ", absl::StrJoin(names, ", "))),
           std::move(on_done));
     }
     filter.index_name = request.index_name();

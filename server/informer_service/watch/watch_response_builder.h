@@ -49,9 +49,9 @@ class WatchResponseBuilder {
   // that any number of responses can share (AddEncoded). `*object_begin`
   // is the offset of the object's bytes in it, so that they can be shared
   // too (grpc::Slice::sub) instead of serialized again.
-  static grpc::Slice EncodeWithObject(const Event& event,
-                                      const google::protobuf::MessageLite& object,
-                                      size_t* object_begin);
+  static grpc::Slice EncodeWithObject(
+      const Event& event, const google::protobuf::MessageLite& object,
+      size_t* object_begin);
 
   void Add(const Event& event);
   // Appends events encoded beforehand (`parts`, from TakeSlices or

@@ -19,8 +19,8 @@
 #include "proto/informer/v1/informer.pb.h"
 #include "server/informer_service/watch/coalesce.h"
 #include "server/informer_service/watch/resume_token.h"
-#include "server/informer_service/watch/watch_filter.h"
 #include "server/informer_service/watch/watch_event.h"
+#include "server/informer_service/watch/watch_filter.h"
 #include "server/informer_service/watch/watch_response_builder.h"
 #include "server/informer_service/watch/watch_stream_host.h"
 
@@ -94,8 +94,8 @@ class WatchStreamReactor final
   // is missed or duplicated), RESET first if `reset`. Also resumes inside
   // an initial state: `objs` are then the snapshot's rest.
   void StartLocked(const ResumeTokenEncoder* tokens,
-                   const std::vector<SharedPtr>& objs, bool reset,
-                   uint64_t seq, const std::string& rv);
+                   const std::vector<SharedPtr>& objs, bool reset, uint64_t seq,
+                   const std::string& rv);
   // Resumes after `seq`: the client holds its view at `seq`; the fan-out
   // then replays the events after `seq` through Apply.
   void ResumeLocked(const ResumeTokenEncoder* tokens, uint64_t seq);
