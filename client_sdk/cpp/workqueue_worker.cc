@@ -24,8 +24,12 @@ WorkQueueWorker::WorkQueueWorker(
 absl::Status WorkQueueWorker::Run(const ProcessFunc& process) {
   if (queue_.empty()) return absl::InvalidArgumentError("queue: required");
   bool delivered = false;
-  return RunStream(
+  absl::Status status = RunStream(
       process, [] {}, &delivered);
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return absl::OkStatus();
+  // Run's contract: only Stop returns OK.
+  return status.ok() ? absl::UnavailableError("lease stream ended") : status;
 }
 
 absl::Status WorkQueueWorker::RunWithReconnect(
@@ -166,9 +170,7 @@ absl::Status WorkQueueWorker::RunStream(
   grpc::Status status = stream->Finish();
   absl::MutexLock lock(&mu_);
   ctx_ = nullptr;
-  if (stopped_) return absl::OkStatus();
-  return status.ok() ? absl::UnavailableError("lease stream ended")
-                     : FromGrpcStatus(status);
+  return FromGrpcStatus(status);
 }
 
 void WorkQueueWorker::Stop() {

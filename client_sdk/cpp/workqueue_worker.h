@@ -35,7 +35,8 @@ namespace client_sdk {
 //    sidecar went away): the caller decides whether to run again.
 //  - RunWithReconnect: the Python and Node.js workers' contract. A stream
 //    that ends is reported to ReconnectOptions::error_handler (OnError with
-//    the count of consecutive failures and the back-off) and reopened after
+//    its status, OK when the sidecar ended it without an error, the count
+//    of consecutive failures and the back-off) and reopened after
 //    an exponential back-off, whatever its code (a queue may be declared
 //    after its workers start); the first stream that delivers after
 //    failures is reported once (OnRecovered). A lease whose stream broke is
@@ -83,9 +84,10 @@ class WorkQueueWorker {
   bool IsExpired(uint64_t lease_id) const;
 
  private:
-  // Runs one stream; nullopt-like OK status after Stop. `delivered` tells
-  // whether it received anything; `on_first_response` runs (on the calling
-  // thread) when it first does.
+  // Runs one stream until it ends or Stop; returns its gRPC status (OK when
+  // the sidecar ended it without an error, or after Stop: callers check
+  // stopped_). `delivered` tells whether it received anything;
+  // `on_first_response` runs (on the calling thread) when it first does.
   absl::Status RunStream(const ProcessFunc& process,
                          const std::function<void()>& on_first_response,
                          bool* delivered);

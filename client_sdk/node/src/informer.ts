@@ -456,7 +456,10 @@ export class RemoteInformer extends EventEmitter {
     for (const l of this.listeners('recovered')) this.safe(() => (l as RecoveredHandler)(failures));
   }
 
-  private onStreamEnd(err: SidecarError | null, gotEvent: boolean): void {
+  private onStreamEnd(ended: SidecarError | null, gotEvent: boolean): void {
+    // An end without an error is reported too (code OK), as the other SDKs
+    // do: the informer reconnects all the same.
+    const err = ended ?? new SidecarError(grpc.status.OK, 'the sidecar ended the stream');
     this.lastErr = err;
     if (this.stopped) return;
     if (gotEvent) {
@@ -465,10 +468,10 @@ export class RemoteInformer extends EventEmitter {
       this.lastLogged = '';
     }
     this.failureCount++;
-    const final = err !== null && FINAL_WATCH_CODES.has(err.code);
+    const final = FINAL_WATCH_CODES.has(err.code);
     // Exponential back-off with jitter.
     const delay = final ? 0 : this.delayMs * (0.5 + Math.random() / 2);
-    const what = err ? err.message : 'stream ended by the sidecar';
+    const what = err.message;
     if (final) {
       this.logger.warn(`RemoteInformer(${this.resource}): ${what} (final: not retried)`);
     } else if (what !== this.lastLogged) {
@@ -478,12 +481,10 @@ export class RemoteInformer extends EventEmitter {
       this.lastLogged = what;
     }
     if (final) this.gaveUp = true;
-    if (err) {
-      const failure: StreamFailure = { failures: this.failureCount, retryInMs: delay, final };
-      this.safe(() => this.opts.onError?.(err, failure));
-      if (this.listenerCount('error') > 0) {
-        for (const l of this.listeners('error')) this.safe(() => (l as ErrorHandler)(err, failure));
-      }
+    const failure: StreamFailure = { failures: this.failureCount, retryInMs: delay, final };
+    this.safe(() => this.opts.onError?.(err, failure));
+    if (this.listenerCount('error') > 0) {
+      for (const l of this.listeners('error')) this.safe(() => (l as ErrorHandler)(err, failure));
     }
     this.notify();
     if (this.stopped) return; // stopped by an error handler

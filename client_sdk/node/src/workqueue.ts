@@ -366,28 +366,29 @@ export class WorkQueueWorker extends EventEmitter {
     }
   }
 
-  private onStreamEnd(err: SidecarError | null, got: boolean): void {
+  private onStreamEnd(ended: SidecarError | null, got: boolean): void {
     if (this.stopped) return;
+    // An end without an error is reported too (code OK), as the other SDKs
+    // do: the worker reconnects all the same.
+    const err = ended ?? new SidecarError(grpc.status.OK, 'the sidecar ended the stream');
     this.failureCount++;
     if (got) {
       // The stream worked: back-off and log suppression start over.
       this.delayMs = this.initialBackoffMs;
       this.lastLogged = '';
     }
-    const what = err ? err.message : 'ended by the sidecar';
+    const what = err.message;
     if (what !== this.lastLogged) {
       // The same failure again in a row (e.g. while the sidecar is down) is
       // logged once; every failure still reaches onError and 'error'.
       this.logger.warn(`WorkQueueWorker(${this.queue}): lease stream: ${what} (reconnecting with back-off)`);
       this.lastLogged = what;
     }
-    if (err) {
-      try {
-        this.opts.onError?.(err, this.failureCount);
-        for (const l of this.listeners('error')) (l as (e: SidecarError, n: number) => void)(err, this.failureCount);
-      } catch (e) {
-        this.logger.warn(`WorkQueueWorker(${this.queue}): an error handler threw: ${e}`);
-      }
+    try {
+      this.opts.onError?.(err, this.failureCount);
+      for (const l of this.listeners('error')) (l as (e: SidecarError, n: number) => void)(err, this.failureCount);
+    } catch (e) {
+      this.logger.warn(`WorkQueueWorker(${this.queue}): an error handler threw: ${e}`);
     }
     if (this.stopped) return;
     const delay = this.delayMs * (0.5 + Math.random() / 2);
