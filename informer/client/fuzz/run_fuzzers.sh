@@ -51,8 +51,10 @@ run() {  # name, seed dir
 C="${ROOT}/informer/client"
 build line_splitter_fuzzer "${C}/fuzz/line_splitter_fuzzer.cc" \
   "${C}/line_splitter.cc" -- "${ABSL_LIBS[@]}"
+U="${ROOT}/informer/util"
 build kubeconfig_fuzzer "${C}/fuzz/kubeconfig_fuzzer.cc" \
-  "${C}/kubeconfig.cc" -- -lyaml-cpp "${ABSL_LIBS[@]}"
+  "${C}/kubeconfig.cc" "${C}/rest_config_builder.cc" \
+  "${U}/read_file.cc" "${U}/yaml_reader.cc" -- -lyaml-cpp "${ABSL_LIBS[@]}"
 
 # Seeds: the recorded watch stream and a kubeconfig using every field.
 SPLIT_SEEDS="${OUT}/seeds-splitter"
