@@ -8,6 +8,7 @@
 #   fuzzers          the libFuzzer targets (clang-14, ASan), each for a bounded time
 #   thread-safety    clang-14 -Wthread-safety build of our code (~6-7 min cold)
 #   node-sdk         client_sdk/node/test.sh, when that file exists
+#   java-sdk         client_sdk/java/test.sh, when that file exists
 #   release          the -c opt build that tools/run.sh and the Dockerfile
 #                    ship (gRPC, protobuf, Abseil linked statically), tested
 #                    end to end: grpcurl by reflection, default clients, ops
@@ -15,7 +16,7 @@
 #                    grpcurl, ... from Go modules; each peer's build time is
 #                    printed), then the tests tagged realkube against them
 #   bazel test //...
-# The first six are skipped under --config=asan (they are passes of their
+# The first seven are skipped under --config=asan (they are passes of their
 # own). Bazel's summary comes last, then one "N passed, N failed" line. Exits
 # non-zero on any failure. Logs are kept only when something failed: their
 # directory is printed at the end.
@@ -80,6 +81,22 @@ ensure_node() {
     return 1
   fi
   test_packages node-sdk nodejs npm
+}
+
+# A JDK and Maven from Debian, only when one of them is missing.
+ensure_java() {
+  command -v javac >/dev/null && command -v mvn >/dev/null && return 0
+  test_packages java-sdk openjdk-17-jdk-headless maven
+}
+
+# Like node_sdk_tests: the real sidecar and the scripted server, named.
+java_sdk_tests() {
+  ensure_java || return 1
+  bazel build //server:informer_sidecar \
+    //client_sdk/conformance:scripted_server || return 1
+  INFORMER_SIDECAR_BIN="$(bazel info bazel-bin)/server/informer_sidecar" \
+    INFORMER_CONFORMANCE_SERVER="$(bazel info bazel-bin)/client_sdk/conformance/scripted_server" \
+    bash client_sdk/java/test.sh
 }
 
 # kubectl for the kube API facade's end-to-end tests: any kubectl on PATH,
@@ -147,6 +164,9 @@ main() {
       phase thread-safety bazel build --config=tsa //informer/... //server/... //emulator/...
       if [ -f client_sdk/node/test.sh ]; then
         phase node-sdk node_sdk_tests
+      fi
+      if [ -f client_sdk/java/test.sh ]; then
+        phase java-sdk java_sdk_tests
       fi
       phase release bazel test -c opt \
         //integration_tests:readme_grpcurl_test \

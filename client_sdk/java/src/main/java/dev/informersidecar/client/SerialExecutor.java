@@ -1,0 +1,72 @@
+package dev.informersidecar.client;
+
+import java.util.ArrayDeque;
+import java.util.concurrent.Executor;
+import java.util.logging.Level;
+
+/**
+ * Runs tasks one at a time, in submission order, on an underlying executor
+ * (which may be a pool): the ordering the handlers' contract promises whatever
+ * executor the application supplies. A task that throws is logged and the
+ * next one runs. {@link #awaitBelow} lets the producer wait while too many
+ * tasks are pending (back-pressure on a slow handler instead of unbounded
+ * memory). Thread-safe.
+ */
+final class SerialExecutor implements Executor {
+  private final Executor delegate;
+  private final String name;
+  private final ArrayDeque<Runnable> tasks = new ArrayDeque<>(); // guarded by this
+  private boolean running; // guarded by this
+
+  SerialExecutor(Executor delegate, String name) {
+    this.delegate = delegate;
+    this.name = name;
+  }
+
+  @Override
+  public void execute(Runnable task) {
+    boolean start;
+    synchronized (this) {
+      tasks.add(task);
+      start = !running;
+      running = true;
+    }
+    if (start) {
+      delegate.execute(this::drain);
+    }
+  }
+
+  /** Blocks while more than {@code limit} tasks are pending. */
+  synchronized void awaitBelow(int limit) throws InterruptedException {
+    while (tasks.size() > limit) {
+      wait(100);
+    }
+  }
+
+  /** Blocks until every task submitted so far ran. */
+  synchronized void awaitIdle() throws InterruptedException {
+    while (running) {
+      wait(100);
+    }
+  }
+
+  private void drain() {
+    while (true) {
+      Runnable task;
+      synchronized (this) {
+        task = tasks.poll();
+        if (task == null) {
+          running = false;
+          notifyAll();
+          return;
+        }
+        notifyAll();
+      }
+      try {
+        task.run();
+      } catch (RuntimeException | Error e) {
+        StreamHealth.LOG.log(Level.WARNING, name + ": handler threw", e);
+      }
+    }
+  }
+}
