@@ -549,6 +549,23 @@ void Emulator::Handle(const httplib::Request& req, bool gzip,
   HandleWrite(route, verb, req, res);
 }
 
+namespace {
+
+// A list response built in memory: `header`, then every item.
+std::string InlineListBody(std::string header, size_t total,
+                           const ListResult& list, bool metadata_only) {
+  std::string body = std::move(header);
+  body.reserve(total);
+  for (size_t i = 0; i < list.items.size(); ++i) {
+    if (i) body.push_back(',');
+    AppendItem(body, *list.items[i], metadata_only);
+  }
+  body += "]}";
+  return body;
+}
+
+}  // namespace
+
 void Emulator::HandleList(const Route& route, const httplib::Request& req,
                           bool gzip, httplib::Response& res) {
   const ResourceInfo& r = *route.resource;
@@ -591,13 +608,7 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
   }
   const absl::optional<int64_t> stall = list_stalls_.Check(r);
   if (total <= kListInlineLimit || stall.has_value()) {
-    std::string body = std::move(header);
-    body.reserve(total);
-    for (size_t i = 0; i < shared->items.size(); ++i) {
-      if (i) body.push_back(',');
-      AppendItem(body, *shared->items[i], md);
-    }
-    body += "]}";
+    std::string body = InlineListBody(std::move(header), total, *shared, md);
     if (stall.has_value()) {
       return ServeStalledList(std::move(body), *stall, res);
     }

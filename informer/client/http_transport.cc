@@ -403,6 +403,40 @@ void SetTlsOptions(CURL* h, const RestConfig& config,
   }
 }
 
+// Timeouts and the TCP options that bound how long a dead connection goes
+// unnoticed (a stream has its idle timeout, in CurlStream, instead of the
+// request and stall timeouts).
+void SetDeadConnectionOptions(CURL* h, const RestConfig& config,
+                              bool streaming) {
+  if (config.tcp_timeout > absl::ZeroDuration()) {
+    // All keepalive settings come from OnSocket: libcurl's own would
+    // overwrite its TCP_KEEPIDLE/TCP_KEEPINTVL after the callback.
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 0L);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, &OnSocket);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTDATA,
+                     const_cast<absl::Duration*>(&config.tcp_timeout));
+  } else {
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  }
+  curl_easy_setopt(
+      h, CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(absl::ToInt64Milliseconds(config.connect_timeout)));
+  if (streaming) return;
+  if (config.request_timeout > absl::ZeroDuration()) {
+    curl_easy_setopt(
+        h, CURLOPT_TIMEOUT_MS,
+        static_cast<long>(absl::ToInt64Milliseconds(config.request_timeout)));
+  }
+  if (config.stall_timeout > absl::ZeroDuration()) {
+    // Less than a byte a second for stall_timeout: the server (or a proxy)
+    // stopped sending, before or during the response.
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(std::max<int64_t>(
+                         1, absl::ToInt64Seconds(config.stall_timeout))));
+  }
+}
+
 }  // namespace
 
 HttpTransport::HttpTransport(const RestConfig& config,
@@ -430,16 +464,7 @@ void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
   std::string url = base_url_ + req.path;
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  if (config_.tcp_timeout > absl::ZeroDuration()) {
-    // All keepalive settings come from OnSocket: libcurl's own would
-    // overwrite its TCP_KEEPIDLE/TCP_KEEPINTVL after the callback.
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 0L);
-    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, &OnSocket);
-    curl_easy_setopt(h, CURLOPT_SOCKOPTDATA,
-                     const_cast<absl::Duration*>(&config_.tcp_timeout));
-  } else {
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-  }
+  SetDeadConnectionOptions(h, config_, streaming);
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
   curl_easy_setopt(h, CURLOPT_USERAGENT,
@@ -455,22 +480,6 @@ void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
   curl_easy_setopt(
       h, CURLOPT_HTTP_VERSION,
       config_.http2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1);
-  curl_easy_setopt(
-      h, CURLOPT_CONNECTTIMEOUT_MS,
-      static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
-  if (!streaming && config_.request_timeout > absl::ZeroDuration()) {
-    curl_easy_setopt(
-        h, CURLOPT_TIMEOUT_MS,
-        static_cast<long>(absl::ToInt64Milliseconds(config_.request_timeout)));
-  }
-  if (!streaming && config_.stall_timeout > absl::ZeroDuration()) {
-    // Less than a byte a second for stall_timeout: the server (or a proxy)
-    // stopped sending, before or during the response.
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
-                     static_cast<long>(std::max<int64_t>(
-                         1, absl::ToInt64Seconds(config_.stall_timeout))));
-  }
   if (!streaming) curl_easy_setopt(h, CURLOPT_SHARE, share_->get());
 
   if (req.method == "GET") {
