@@ -335,7 +335,8 @@ class OpsE2eTest : public ::testing::Test {
 
   // Starts a demo emulator whose lists of `resource` fail with HTTP `code`
   // until faults are cleared (ClearFaults), and writes a kubeconfig for it
-  // into kubeconfig_.
+  // into kubeconfig_. Its sidecars run with --watch_list=off: the fault
+  // hits LISTs, and a WatchList is a watch.
   void StartEmulatorFailingLists(const std::string& resource, int code) {
     absl::StatusOr<std::string> emulator_bin =
         FindRunfile("emulator/kube_emulator");
@@ -382,7 +383,8 @@ TEST_F(OpsE2eTest, ReadyzFollowsInformerSync) {
   StartEmulatorFailingLists("services", 500);
   // pods syncs; services cannot. (Health turns SERVING per resource in
   // name order, so the resource that syncs comes first.)
-  StartSidecar({"--kubeconfig=" + kubeconfig_, "--resources=pods,services"},
+  StartSidecar({"--kubeconfig=" + kubeconfig_, "--watch_list=off",
+                "--resources=pods,services"},
                "pods");
   HttpAnswer ready = HttpGet(http_port_, "/readyz");
   EXPECT_EQ(ready.status, 503);
@@ -420,7 +422,8 @@ TEST_F(OpsE2eTest, ReadyzFollowsInformerSync) {
 // list the same Watch works.
 TEST_F(OpsE2eTest, WatchOnAResourceTheApiServerForbidsEndsWithTheReason) {
   StartEmulatorFailingLists("services", 403);
-  StartSidecar({"--kubeconfig=" + kubeconfig_, "--resources=pods,services"},
+  StartSidecar({"--kubeconfig=" + kubeconfig_, "--watch_list=off",
+                "--resources=pods,services"},
                "pods");
   std::unique_ptr<v1::Informer::Stub> stub = v1::Informer::NewStub(channel_);
   v1::WatchRequest watch;
@@ -691,7 +694,8 @@ TEST_F(OpsE2eTest, SigtermWithStreamsOpenExitsZero) {
 TEST_F(OpsE2eTest, SecondSignalExitsAtOnce) {
   StartEmulatorFailingLists("services", 500);
   // Lazy mode (no resources configured): informers start on first request.
-  StartSidecar({"--kubeconfig=" + kubeconfig_, "--shutdown_grace=30s"});
+  StartSidecar({"--kubeconfig=" + kubeconfig_, "--watch_list=off",
+                "--shutdown_grace=30s"});
   // A Get on services starts its informer, which cannot sync: the call
   // waits for it (a few seconds) on the server.
   auto stub = v1::Informer::NewStub(channel_);

@@ -131,6 +131,7 @@ REALKUBE_TESTS=(
   //integration_tests:real_control_plane_test
   //integration_tests/realkube:control_plane_test
   //integration_tests:real_sidecar_smoke_test
+  //integration_tests:real_watch_list_test
 )
 
 # Builds the peers (cached outside the tree: seconds once built), then runs

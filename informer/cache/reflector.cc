@@ -267,8 +267,8 @@ absl::Status Reflector::ApplyList(const std::vector<ObjectPtr>& items,
     ++counters_.staged_lists;
   } else if (stage != nullptr && stage->KeepsItems()) {
     // Its items were never collected: a Replace would empty the cache.
-    return absl::AbortedError(absl::StrCat(
-        options_.name, ": the list's stage refused its commit"));
+    return absl::AbortedError(
+        absl::StrCat(options_.name, ": the list's stage refused its commit"));
   } else {
     stage.reset();  // a refused stage's cache is not kept meanwhile
     absl::Status st = fifo_->Replace(items, list_rv);
@@ -324,7 +324,8 @@ Reflector::State Reflector::OnWatchOpenFailed(bool watch_list,
     // does not know WatchList (422 Invalid, as v1.24 answers) is never
     // asked again.
     absl::MutexLock lock(&mu_);
-    if (HttpCode(status) == 422 || absl::IsInvalidArgument(status)) {
+    if ((HttpCode(status) == 422 || absl::IsInvalidArgument(status)) &&
+        !options_.watch_list_after_refusal) {
       LOG(INFO) << options_.name
                 << ": the API server does not support WatchList; using "
                    "list+watch";

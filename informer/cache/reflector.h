@@ -37,7 +37,8 @@ namespace informer {
 //             state is buffered until the initial-events-end bookmark, then
 //             swapped in with one Replace, and the same stream goes on as a
 //             watch. Any WatchList failure: a plain LIST for this round
-//             (kPlainList); 422 -> plain lists for good.
+//             (kPlainList); 422 -> plain lists for good (unless
+//             watch_list_after_refusal).
 //             410 or "too large RV": the next list uses RV "" (a
 //             consistent read); a continue token that expired mid-list
 //             restarts at once as one unpaged list. A transform error fails
@@ -106,6 +107,10 @@ class Reflector {
     // it (422, as v1.24 does). Saves the API server from materialising large
     // list responses when many informers start at once.
     bool use_watch_list = false;
+    // With use_watch_list: ask for WatchList again every round even after
+    // a 422, falling back to a LIST for that round only (client-go with
+    // WatchListClient on); false: a 422 means list+watch for good.
+    bool watch_list_after_refusal = false;
     // Called after each successful list was handed to the FIFO's Replace
     // or committed by its stage.
     std::function<void()> on_replaced;

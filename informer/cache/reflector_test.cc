@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "informer/object/api_error.h"
 #include "informer/cache/delta_fifo.h"
 #include "informer/cache/testing/fake_source.h"
+#include "informer/object/api_error.h"
 
 namespace informer {
 namespace {
@@ -254,6 +254,26 @@ TEST_F(ReflectorTest, WatchListFallsBackToListWhenServerAnswers422) {
   EXPECT_EQ(source_.watch_list_calls(), 1);  // the 422 is remembered
 }
 
+TEST_F(ReflectorTest, WatchListAfterRefusalAsksAgainEachRelist) {
+  ASSERT_TRUE(source_.Add("ns", "a").ok());
+  Reflector::Options opts;
+  opts.use_watch_list = true;
+  opts.watch_list_after_refusal = true;
+  StartReflector(opts);
+  WaitForReplaces(1);
+  EXPECT_EQ(source_.list_calls(), 1);
+  source_.WaitForWatches(1);
+  source_.BreakWatches(absl::UnavailableError("cut"));
+  ASSERT_TRUE(source_.Add("ns", "b").ok());
+  source_.CompactHistory();
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
+  WaitForReplaces(2);
+  // The relist asked for WatchList again and fell back for that round.
+  EXPECT_EQ(source_.list_calls(), 2);
+  EXPECT_EQ(source_.watch_list_calls(), 2);
+}
+
 // Delegates to a FakeSource, records list options, and answers 410 Expired
 // to the first request that carries a continue token.
 class ExpireFirstContinue : public ListerWatcher {
@@ -290,7 +310,8 @@ class ExpireFirstContinue : public ListerWatcher {
   std::vector<std::string> rvs_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST_F(ReflectorTest, ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) {
+TEST_F(ReflectorTest,
+       ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) {
   ASSERT_TRUE(source_.Add("ns", "a").ok());
   ASSERT_TRUE(source_.Add("ns", "b").ok());
   ExpireFirstContinue lw(&source_);
@@ -309,7 +330,6 @@ TEST_F(ReflectorTest, ExpiredContinueTokenRestartsFullListAtOnceWithQuorumRead) 
   EXPECT_EQ(fifo_.Len(), 2u);
   EXPECT_EQ(reflector_->GetCounters().expired, 1);
 }
-
 
 // What the stages a reflector began saw: per stage, the names added and
 // the commit's item count and RV (-1 while not committed).
@@ -373,9 +393,9 @@ TEST_F(ReflectorTest, AStagedListGetsEveryPagesItemsInOrderAndSkipsTheFifo) {
   {
     absl::MutexLock lock(&log.mu);
     ASSERT_EQ(log.stages.size(), 1u);
-    EXPECT_EQ(log.stages[0].added,
-              (std::vector<std::string>{"p0", "p1", "p2", "p3", "p4", "p5",
-                                        "p6"}));
+    EXPECT_EQ(
+        log.stages[0].added,
+        (std::vector<std::string>{"p0", "p1", "p2", "p3", "p4", "p5", "p6"}));
     EXPECT_EQ(log.stages[0].committed_items, 7);
     EXPECT_EQ(log.stages[0].committed_rv, source_.CurrentResourceVersion());
   }
@@ -520,7 +540,8 @@ class ReflectorRelistTest : public ReflectorTest {
 // of that revision from etcd (list-resourceversion-semantics.txt): after an
 // API server restart that old state cannot be watched from. The relist must
 // ask for the current state, not older than the RV.
-TEST_F(ReflectorRelistTest, RelistAtAnRvIsUnpagedSoTheServerServesCurrentState) {
+TEST_F(ReflectorRelistTest,
+       RelistAtAnRvIsUnpagedSoTheServerServesCurrentState) {
   ASSERT_TRUE(source_.Add("ns", "a").ok());
   ASSERT_TRUE(source_.Add("ns", "b").ok());
   RecordLists lw(&source_);
@@ -555,8 +576,8 @@ TEST_F(ReflectorTest, EveryRelistWaitsItsBackOff) {
   ASSERT_TRUE(source_.Add("ns", "a").ok());
   // Every watch is refused as expired: a server that can never be watched
   // from must not make the reflector relist in a loop.
-  source_.FailWatches(1000, StatusFromApiStatus(ExpiredApiStatus(), "WATCH",
-                                                "/api/v1/pods"));
+  source_.FailWatches(
+      1000, StatusFromApiStatus(ExpiredApiStatus(), "WATCH", "/api/v1/pods"));
   StartReflector();
   WaitForReplaces(1);
   absl::Duration expected = absl::Milliseconds(800);
@@ -605,7 +626,8 @@ TEST_F(ReflectorTest, WatchListFailureFallsBackToAListForThatRound) {
   internal.code = 500;
   internal.reason = "InternalError";
   internal.message = "etcdserver: request timed out";
-  source_.FailWatches(1, StatusFromApiStatus(internal, "WATCH", "/api/v1/pods"));
+  source_.FailWatches(1,
+                      StatusFromApiStatus(internal, "WATCH", "/api/v1/pods"));
   Reflector::Options opts;
   opts.use_watch_list = true;
   StartReflector(opts);

@@ -340,6 +340,10 @@ absl::Status Sidecar::CreateRegistry() {
   registry_options.allow_unlisted = config.allow_unlisted_resources;
   registry_options.lazy_namespace = options_.default_namespace;
   registry_options.lazy_idle_timeout = config.lazy_idle_timeout;
+  registry_options.use_watch_list =
+      options_.watch_list != SidecarOptions::WatchList::kOff;
+  registry_options.watch_list_after_refusal =
+      options_.watch_list == SidecarOptions::WatchList::kOn;
   resolver_ = std::make_unique<DiscoveryResolver>(kube_->discovery());
   registry_options.resolver = resolver_.get();
   if (registry_options.allow_unlisted) {

@@ -54,6 +54,16 @@ ABSL_FLAG(std::string, lazy_idle_timeout, "",
           "request and no Watch stream for this long (Go duration, e.g. 30s, "
           "5m). Default: the config's lazyIdleTimeout, else 5m.");
 
+ABSL_FLAG(std::string, watch_list, "auto",
+          "How the informers get their initial state: \"auto\" streams it "
+          "as one WatchList watch (sendInitialEvents=true, ending at the "
+          "k8s.io/initial-events-end bookmark) and falls back to LIST for "
+          "that round on any failure, and to LIST+WATCH for good once the "
+          "API server refuses WatchList (422, e.g. its WatchList gate is "
+          "off); \"on\" asks for WatchList again every round even after a "
+          "refusal (client-go with WatchListClient on); \"off\" always "
+          "lists (LIST+WATCH).");
+
 ABSL_FLAG(std::string, api_compression, "none",
           "Compression of the API server's responses: \"none\" (no "
           "Accept-Encoding is sent) or \"gzip\". The API server gzips every "
@@ -485,6 +495,22 @@ absl::Status OperationsFromFlags(SidecarOptions* options) {
   return absl::OkStatus();
 }
 
+absl::Status WatchListFromFlags(SidecarOptions* options) {
+  const std::string mode = absl::GetFlag(FLAGS_watch_list);
+  if (mode == "auto") {
+    options->watch_list = SidecarOptions::WatchList::kAuto;
+  } else if (mode == "on") {
+    options->watch_list = SidecarOptions::WatchList::kOn;
+  } else if (mode == "off") {
+    options->watch_list = SidecarOptions::WatchList::kOff;
+  } else {
+    return Invalid("watch_list", absl::StrCat("must be auto, on or off, "
+                                              "not \"",
+                                              mode, "\""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SidecarOptions> OptionsFromFlags() {
@@ -494,7 +520,8 @@ absl::StatusOr<SidecarOptions> OptionsFromFlags() {
   // itself first.
   for (absl::Status (*step)(SidecarOptions*) :
        {ResourcesFromFlags, ApiConnectionFromFlags, ServingFromFlags,
-        WatchFromFlags, SecurityFromFlags, OperationsFromFlags}) {
+        WatchFromFlags, SecurityFromFlags, OperationsFromFlags,
+        WatchListFromFlags}) {
     if (absl::Status st = step(&options); !st.ok()) return st;
   }
   for (const std::string& warning : options.warnings) {
@@ -508,7 +535,7 @@ std::vector<informer::FlagGroup> SidecarFlagGroups() {
       {"Cluster: which API server, which resources",
        {"kubeconfig", "context", "in_cluster", "api_compression",
         "api_tcp_timeout", "api_stall_timeout", "api_watch_idle_timeout",
-        "resources", "config", "namespace", "lazy_idle_timeout"}},
+        "resources", "config", "namespace", "lazy_idle_timeout", "watch_list"}},
       {"Serving: gRPC and HTTP listeners, connection limits",
        {"grpc_listen", "http_listen", "ports_file", "grpc_keepalive_time",
         "grpc_keepalive_timeout", "grpc_min_ping_interval",

@@ -43,6 +43,12 @@ struct SidecarOptions {
   absl::Duration api_tcp_timeout = absl::Seconds(30);
   absl::Duration api_stall_timeout = absl::Seconds(30);
   absl::Duration api_watch_idle_timeout = absl::Seconds(75);
+  // --watch_list: how the informers get their initial state (kAuto:
+  // WatchList, LIST+WATCH for good once the server refuses it; kOn:
+  // WatchList every round, a refusal falls back for that round only;
+  // kOff: LIST+WATCH).
+  enum class WatchList { kAuto, kOn, kOff };
+  WatchList watch_list = WatchList::kAuto;
   // --cache_upstream and its credentials: where the reflectors list and
   // watch (disabled: the cluster).
   CacheUpstream cache_upstream;

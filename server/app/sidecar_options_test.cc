@@ -82,6 +82,20 @@ TEST_F(SidecarOptionsTest, ApiCompressionGzipIsOptIn) {
   EXPECT_EQ(o->api_compression, informer::client::ApiCompression::kNone);
 }
 
+TEST_F(SidecarOptionsTest, WatchListDefaultsToAutoAndParses) {
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->watch_list, SidecarOptions::WatchList::kAuto);
+  Set("watch_list", "on");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->watch_list, SidecarOptions::WatchList::kOn);
+  Set("watch_list", "off");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->watch_list, SidecarOptions::WatchList::kOff);
+}
+
 TEST_F(SidecarOptionsTest, ApiConnectionTimersDefaultAndParse) {
   absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
   ASSERT_TRUE(o.ok()) << o.status();
@@ -165,6 +179,8 @@ TEST_F(SidecarOptionsTest, EveryBadValueNamesItsFlag) {
        "--api_compression must be none or gzip, not \"deflate\""},
       {"api_compression", "", "--api_compression must be none or gzip"},
       {"lazy_idle_timeout", "soon", "--lazy_idle_timeout: "},
+      {"watch_list", "true",
+       "--watch_list must be auto, on or off, not \"true\""},
       {"api_tcp_timeout", "1s", "--api_tcp_timeout must be 0 or at least 2s"},
       {"api_stall_timeout", "500ms",
        "--api_stall_timeout must be 0 or at least 1s"},

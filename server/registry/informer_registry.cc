@@ -45,6 +45,9 @@ absl::StatusOr<std::shared_ptr<InformerEntry>> InformerRegistry::Build(
   informer::SharedIndexInformer::Options options;
   options.name = config.resource;
   options.default_resync_period = config.resync_period;
+  options.reflector.use_watch_list = options_.use_watch_list;
+  options.reflector.watch_list_after_refusal =
+      options_.watch_list_after_refusal;
   options.indexers[std::string(informer::kOwnerUidIndex)] =
       informer::OwnerUidIndexFunc;
   for (const std::string& key : config.label_indexes) {

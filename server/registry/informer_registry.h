@@ -16,10 +16,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "informer/util/clock.h"
 #include "informer/cache/index.h"
-#include "informer/listwatch/lister_watcher.h"
 #include "informer/cache/shared_informer.h"
+#include "informer/listwatch/lister_watcher.h"
+#include "informer/util/clock.h"
 #include "server/registry/resource_resolver.h"
 
 namespace server {
@@ -151,6 +151,11 @@ class InformerRegistry {
     // for it, so a first request is answered from a synced cache instead of
     // UNAVAILABLE.
     absl::Duration lazy_sync_wait = absl::Seconds(5);
+    // The informers' reflectors: stream the initial state as a WatchList
+    // (see Reflector::Options::use_watch_list and
+    // watch_list_after_refusal).
+    bool use_watch_list = false;
+    bool watch_list_after_refusal = false;
   };
 
   // Lazy informer life-cycle notifications (e.g. for health statuses).
