@@ -72,6 +72,34 @@ def generate_stubs(out_dir: str) -> None:
         f.write('"""Generated from proto/informer/v1 at build time."""\n')
 
 
+def protobuf_requirement() -> str:
+    """The protobuf runtimes that load the code this protoc generates.
+
+    protoc 3.20 and later emit modules built with
+    google.protobuf.internal.builder (new in the 3.20 runtime); protobuf's
+    cross-version guarantee lets a runtime of major version N load code
+    generated for major N-1, so the range stops before the runtime two majors
+    above the generated code's. Python runtime majors: protoc 3.20-3.21 and
+    22-25 generate 4.x code (Debian 12's python3-protobuf 3.21 is that 4.21
+    runtime under the C++ version number), 26-29 generate 5.x, 30+ 6.x.
+    """
+    out = subprocess.run([_tool("protoc", "PROTOC"), "--version"],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    match = re.search(r"(\d+)\.(\d+)", out)
+    if not match:
+        raise RuntimeError(f"informer_sidecar: protoc --version said {out!r}")
+    major, minor = int(match.group(1)), int(match.group(2))
+    release = minor if major == 3 else major  # 3.21.12 is release 21
+    if release < 20:
+        raise RuntimeError(
+            f"informer_sidecar: protoc {out.strip()} is older than 3.20")
+    if release <= 25:
+        return "protobuf>=3.20,<6"
+    runtime_major = 5 if release <= 29 else release // 10 + 3
+    return (f"protobuf>={runtime_major}.{release}.0,"
+            f"<{runtime_major + 2}")
+
+
 class BuildPyWithStubs(build_py):
     """build_py that also generates informer_sidecar/_gen."""
 
@@ -88,8 +116,11 @@ setup(
                 "with a local mirror, remote work queues, Kubernetes Events",
     packages=["informer_sidecar"],
     python_requires=">=3.9",
-    # Debian's python3-grpcio / python3-protobuf, seen through
-    # --system-site-packages.
-    install_requires=["grpcio", "protobuf"],
+    # Debian 12's python3-grpcio (1.51) and python3-protobuf, seen through
+    # --system-site-packages, satisfy these. The stubs Debian's
+    # grpc_python_plugin (1.51) generates call only grpc APIs that 1.51
+    # has and carry no version check, so 1.51 is the oldest grpcio tested
+    # and any later 1.x loads them.
+    install_requires=["grpcio>=1.51,<2", protobuf_requirement()],
     cmdclass={"build_py": BuildPyWithStubs},
 )

@@ -5,7 +5,7 @@
 //
 // Against the demo sidecar:
 //   bazel run //server:informer_sidecar -- --demo      (terminal 1)
-//   bazel run //client_sdk/examples:pods_on_node --
+//   bazel run //client_sdk/cpp/examples:pods_on_node --
 //       --target=127.0.0.1:50051 --node=node-1         (terminal 2,
 //                                                       one command line)
 

@@ -17,7 +17,7 @@ sidecar_pid=$!
 
 # The example reconnects with back-off until the sidecar listens and has
 # synced, so no wait loop is needed here.
-./client_sdk/examples/pods_on_node --target="unix:${dir}/grpc.sock" \
+./client_sdk/cpp/examples/pods_on_node --target="unix:${dir}/grpc.sock" \
   --node=node-1 --sync_timeout=60s >"${dir}/out.txt"
 cat "${dir}/out.txt"
 
@@ -29,7 +29,7 @@ count=$(head -1 "${dir}/out.txt" | cut -d' ' -f1)
 grep -Eq '^  [a-z0-9-]+/[a-z0-9.-]+ \(' "${dir}/out.txt" || { echo "FAIL: no pod lines"; exit 1; }
 
 # A bad node flag is a clear error.
-if ./client_sdk/examples/pods_on_node --node= 2>"${dir}/err.txt"; then
+if ./client_sdk/cpp/examples/pods_on_node --node= 2>"${dir}/err.txt"; then
   echo "FAIL: empty --node accepted"; exit 1
 fi
 grep -q -- '--node: required' "${dir}/err.txt" || { echo "FAIL: no --node error"; exit 1; }

@@ -1,6 +1,6 @@
 // A controller on a remote work queue: records an Event for every ConfigMap
 // with a given label, retrying failures with back-off (the Node twin of
-// client_sdk/examples/configmap_controller.py).
+// client_sdk/python/examples/configmap_controller.py).
 //
 // The sidecar enqueues the key of every matching ConfigMap when it changes;
 // the worker looks the object up in a local mirror (a RemoteInformer) and

@@ -1,5 +1,5 @@
 // Prints the adds, updates and deletes of pods matching a label selector
-// (the Node twin of client_sdk/examples/pod_watcher.py).
+// (the Node twin of client_sdk/python/examples/pod_watcher.py).
 //
 // Against a running sidecar (default 127.0.0.1:50051):
 //     node dist/examples/pod_watcher.js --selector 'tier=web'

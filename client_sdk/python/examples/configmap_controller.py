@@ -5,16 +5,16 @@ with a given label, retrying failures with back-off.
 The sidecar enqueues the key of every matching ConfigMap when it changes; the
 worker looks the object up in a local mirror (a RemoteInformer) and records a
 "Reconciled" Event about it. To show retries, the first attempt of every
-key fails once (--fail_first): the SDK's Worker logs the failure (one
+key fails once (--fail_first): the SDK's WorkQueueWorker logs the failure (one
 WARNING line) and the sidecar hands the key out again after the queue's
 exponential back-off. Keys come back later too when their ConfigMap changes:
 that is a new reconcile, not a retry.
 
 Against a running sidecar (default 127.0.0.1:50051):
-    VENV/bin/python client_sdk/examples/configmap_controller.py
+    VENV/bin/python client_sdk/python/examples/configmap_controller.py
 Or starting the sidecar in demo mode itself (the binary built by
 `bazel build //server:informer_sidecar`, found whatever the configuration):
-    VENV/bin/python client_sdk/examples/configmap_controller.py --sidecar
+    VENV/bin/python client_sdk/python/examples/configmap_controller.py --sidecar
 """
 
 import argparse
@@ -25,7 +25,7 @@ import signal
 import sys
 import threading
 
-from informer_sidecar import (RemoteInformer, Worker, create_queue,
+from informer_sidecar import (RemoteInformer, WorkQueueWorker, create_queue,
                               object_reference, record_event)
 
 
@@ -100,7 +100,7 @@ def main() -> int:
                     failed_once.add(key)
                     failures[key] = failures.get(key, 0) + 1
             if fail:
-                # The Worker logs it (one WARNING line) and reports FAIL.
+                # The WorkQueueWorker logs it (one WARNING line) and reports FAIL.
                 raise TransientError("simulated failure (--fail_first), "
                                      "the queue retries it after back-off")
             rv = obj["metadata"].get("resourceVersion", "")
@@ -116,11 +116,11 @@ def main() -> int:
             print(f"RECORDED  {key} rv={rv}{retried}", flush=True)
 
         stack.enter_context(
-            Worker(args.queue,
-                   reconcile,
-                   target=target,
-                   credit=args.workers,
-                   name="configmap-controller"))
+            WorkQueueWorker(args.queue,
+                            reconcile,
+                            target=target,
+                            credit=args.workers,
+                            name="configmap-controller"))
         done.wait(args.duration or None)
     return 0
 

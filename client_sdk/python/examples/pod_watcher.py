@@ -2,10 +2,10 @@
 """Prints the adds, updates and deletes of pods matching a label selector.
 
 Against a running sidecar (default 127.0.0.1:50051):
-    VENV/bin/python client_sdk/examples/pod_watcher.py --selector 'tier=web'
+    VENV/bin/python client_sdk/python/examples/pod_watcher.py --selector 'tier=web'
 Or starting the sidecar in demo mode itself (the binary built by
 `bazel build //server:informer_sidecar`, found whatever the configuration):
-    VENV/bin/python client_sdk/examples/pod_watcher.py --sidecar
+    VENV/bin/python client_sdk/python/examples/pod_watcher.py --sidecar
 
 When the stream to the sidecar breaks (e.g. it restarts) the watcher says so
 once, keeps the pods it has, and says so again when the stream is back.

@@ -1,12 +1,13 @@
 """Workers of the sidecar's remote work queues (informer.v1.WorkQueue).
 
 A queue is declared with :func:`create_queue`; the sidecar enqueues the key
-of every matching object as its informer sees changes. A :class:`Worker`
-holds a Lease stream, runs ``fn(key)`` for every key leased to it on a pool
-of `credit` threads and reports each lease: FORGET when fn returns, FAIL
+of every matching object as its informer sees changes. A
+:class:`WorkQueueWorker` (also importable as ``Worker``) holds a Lease
+stream, runs ``fn(key)`` for every key leased to it on a pool of `credit`
+threads and reports each lease: FORGET when fn returns, FAIL
 (retried by the sidecar after the queue's rate-limited back-off) when it
 raises. A failing Lease stream is never silent: each failure is logged and
-passed to the Worker's `on_error` callback, and the first working stream
+passed to the worker's `on_error` callback, and the first working stream
 after failures to `on_recovered`.
 """
 
@@ -177,7 +178,7 @@ def queue_stats(queue: str = "",
 _DONE = object()
 
 
-class Worker:
+class WorkQueueWorker:
     """Runs ``fn(key)`` for the keys a remote work queue leases to it.
 
     Up to `credit` keys are processed at once, each on a thread of the
@@ -229,8 +230,9 @@ class Worker:
 
         self._lock = threading.Condition()
         self._health = StreamHealth(
-            backoff, self._lock, f"Worker({queue}): lease stream failed",
-            f"Worker({queue}): lease stream works again", on_error,
+            backoff, self._lock,
+            f"WorkQueueWorker({queue}): lease stream failed",
+            f"WorkQueueWorker({queue}): lease stream works again", on_error,
             on_recovered)
         # Guarded by _lock.
         self._generation = 0  # of the current stream
@@ -244,20 +246,21 @@ class Worker:
 
         self._stop = threading.Event()
         self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=credit, thread_name_prefix=f"Worker({queue})")
+            max_workers=credit,
+            thread_name_prefix=f"WorkQueueWorker({queue})")
         self._thread: Optional[threading.Thread] = None
         self._channel = None
         self._owns_channel = False
 
-    def start(self) -> "Worker":
+    def start(self) -> "WorkQueueWorker":
         """Starts the Lease stream on a background thread."""
         if self._thread is not None:
-            raise RuntimeError("Worker already started")
+            raise RuntimeError("WorkQueueWorker already started")
         self._channel, self._owns_channel = open_channel(
             self._target, self._user_channel)
-        self._thread = threading.Thread(target=self._run,
-                                        name=f"Worker({self._queue})",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"WorkQueueWorker({self._queue})",
+            daemon=True)
         self._thread.start()
         return self
 
@@ -279,7 +282,7 @@ class Worker:
             self._channel.close()
             self._owns_channel = False
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> "WorkQueueWorker":
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -310,7 +313,7 @@ class Worker:
         with self._lock:
             return self._health.last_error
 
-    def wait_for(self, predicate: Callable[["Worker"], bool],
+    def wait_for(self, predicate: Callable[["WorkQueueWorker"], bool],
                  timeout: Optional[float] = None) -> bool:
         """Waits until predicate(self) holds, re-evaluated after every
         processed lease and failed attempt; False on timeout. Runs under the
@@ -380,8 +383,9 @@ class Worker:
             self._expired.update(response.expired_lease_ids)
             self._rejected += len(response.rejected)
         for r in response.rejected:
-            _LOG.warning("Worker(%s): result of lease %d rejected: %s",
-                         self._queue, r.lease_id, r.message)
+            _LOG.warning(
+                "WorkQueueWorker(%s): result of lease %d rejected: %s",
+                self._queue, r.lease_id, r.message)
         for lease in response.leases:
             with self._lock:
                 self._busy += 1
@@ -392,10 +396,10 @@ class Worker:
             self._fn(lease.key)
             outcome = workqueue_pb2.LEASE_OUTCOME_FORGET
         except Exception as e:  # pylint: disable=broad-except
-            _LOG.warning("Worker(%s): %s failed (attempt %d): %s",
+            _LOG.warning("WorkQueueWorker(%s): %s failed (attempt %d): %s",
                          self._queue, lease.key, lease.failures + 1, e)
-            _LOG.debug("Worker(%s): %s failed", self._queue, lease.key,
-                       exc_info=True)
+            _LOG.debug("WorkQueueWorker(%s): %s failed", self._queue,
+                       lease.key, exc_info=True)
             outcome = workqueue_pb2.LEASE_OUTCOME_FAIL
         with self._lock:
             self._busy -= 1
@@ -420,3 +424,7 @@ class Worker:
                     workqueue_pb2.LeaseResult(lease_id=lease.lease_id,
                                               outcome=outcome))
             self._outbox.put(request)
+
+
+# The name before the SDKs agreed on WorkQueueWorker; kept for existing code.
+Worker = WorkQueueWorker

@@ -1,9 +1,10 @@
 """The Python SDK through every scenario of the conformance suite.
 
 For each client_sdk/conformance/scenarios/*.json: starts the scripted server
-($INFORMER_CONFORMANCE_SERVER) on it, drives a RemoteInformer or a Worker
-of the installed package against it as the scenario's "client" says, and at
-every checkpoint sends what the SDK shows (handler calls, mirror, resume
+($INFORMER_CONFORMANCE_SERVER) on it, drives a RemoteInformer or a
+WorkQueueWorker of the installed package against it as the scenario's
+"client" says, and at every
+checkpoint sends what the SDK shows (handler calls, mirror, resume
 token, errors and recoveries reported, the worker's handler outcomes) until
 the server finds it matches, or fails after the deadline with the last
 difference. See client_sdk/conformance/README.md.
@@ -20,7 +21,7 @@ import threading
 import time
 import unittest
 
-from informer_sidecar import RemoteInformer, Worker, object_key
+from informer_sidecar import RemoteInformer, WorkQueueWorker, object_key
 
 SERVER = os.environ.get("INFORMER_CONFORMANCE_SERVER", "")
 SCENARIOS = os.environ.get("INFORMER_CONFORMANCE_SCENARIOS", "")
@@ -85,7 +86,8 @@ class InformerDriver:
 
 
 class WorkerDriver:
-    """A Worker whose handler fails or holds keys as the scenario says."""
+    """A WorkQueueWorker whose handler fails or holds keys as the scenario
+    says."""
 
     def __init__(self, client: dict, target: str) -> None:
         self.lock = threading.Condition()
@@ -95,7 +97,7 @@ class WorkerDriver:
         self.fail = client.get("fail", {})
         self.hold = set(client.get("hold", []))
         self.released = set()
-        self.worker = Worker(
+        self.worker = WorkQueueWorker(
             client["queue"], self._fn, target, credit=1,
             name=client.get("name", ""),
             initial_backoff=client["initial_backoff_ms"] / 1000,

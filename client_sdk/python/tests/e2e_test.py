@@ -1,7 +1,7 @@
 """End-to-end tests of the installed informer_sidecar package against the
 real sidecar binary in demo mode (objects change every second).
 
-Run by //client_sdk:python_sdk_test in a venv where the package was
+Run by //client_sdk/python:python_sdk_test in a venv where the package was
 pip-installed; $INFORMER_SIDECAR_BINARY names the sidecar binary and
 $INFORMER_SIDECAR_EXAMPLES the examples directory. Every wait is on a
 condition with a deadline, never a fixed sleep.
@@ -26,8 +26,8 @@ import grpc
 
 import informer_sidecar
 from informer_sidecar import (InformerClient, RemoteInformer, StreamError,
-                              Worker, create_queue, object_key, queue_stats,
-                              record_event)
+                              WorkQueueWorker, create_queue, object_key,
+                              queue_stats, record_event)
 from informer_sidecar._grpc import (events_pb2, events_pb2_grpc,
                                     informer_pb2, informer_pb2_grpc)
 from informer_sidecar.demo import DemoSidecar
@@ -301,13 +301,18 @@ class SharedSidecarTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             client.list("configmaps")
 
+    def test_worker_alias_is_work_queue_worker(self):
+        # One worker name across the SDKs; the old one stays importable.
+        self.assertIs(informer_sidecar.Worker, WorkQueueWorker)
+        self.assertIn("WorkQueueWorker", informer_sidecar.__all__)
+
     def test_worker_reports_unknown_queue_then_recovers(self):
         name = "e2e-late-queue"
         errors, recoveries = queue.Queue(), []
-        with Worker(name, lambda key: None, target=self.target,
-                    initial_backoff=0.05, max_backoff=0.1,
-                    on_error=errors.put,
-                    on_recovered=recoveries.append) as worker:
+        with WorkQueueWorker(name, lambda key: None, target=self.target,
+                             initial_backoff=0.05, max_backoff=0.1,
+                             on_error=errors.put,
+                             on_recovered=recoveries.append) as worker:
             got = [errors.get(timeout=TIMEOUT) for _ in range(2)]
             for n, err in enumerate(got, start=1):
                 self.assertIsInstance(err, StreamError)
@@ -336,9 +341,9 @@ class SharedSidecarTest(unittest.TestCase):
         target = "unix:" + os.path.join(tmp, "nobody.sock")
         errors = queue.Queue()
         try:
-            with Worker("q", lambda key: None, target=target,
-                        initial_backoff=0.05, max_backoff=0.1,
-                        on_error=errors.put):
+            with WorkQueueWorker("q", lambda key: None, target=target,
+                                 initial_backoff=0.05, max_backoff=0.1,
+                                 on_error=errors.put):
                 err = errors.get(timeout=TIMEOUT)
             self.assertEqual(err.code, grpc.StatusCode.UNAVAILABLE)
             self.assertEqual(err.failures, 1)
@@ -363,8 +368,8 @@ class SharedSidecarTest(unittest.TestCase):
                 if attempts[key] == 1:
                     raise RuntimeError(f"first attempt of {key} fails")
 
-        with Worker(name, fn, target=self.target, credit=2,
-                    name="e2e") as worker:
+        with WorkQueueWorker(name, fn, target=self.target, credit=2,
+                             name="e2e") as worker:
             n = len(keys)
             self.assertTrue(
                 worker.wait_for(
@@ -425,7 +430,7 @@ class SharedSidecarTest(unittest.TestCase):
             self.target, "--queue", "e2e-example"
         ], ["created", "demo/api-config failed (attempt 1)",
             "RECORDED  demo/api-config rv="])
-        # Each simulated failure is told once (the Worker's WARNING line),
+        # Each simulated failure is told once (the worker's WARNING line),
         # and only a retry says so.
         self.assertEqual(out.count("demo/api-config failed"), 1, out)
         self.assertIn("retries it after back-off", out)
@@ -518,7 +523,7 @@ class FindSidecarBinaryTest(unittest.TestCase):
                 with open(paths[config], "w") as f:
                     f.write("#!/bin/sh\n")
                 os.utime(paths[config], (1000 + n, 1000 + n))
-            examples = os.path.join(root, "client_sdk", "examples")
+            examples = os.path.join(root, "client_sdk", "python", "examples")
             os.makedirs(examples)
             self.assertEqual(find_sidecar_binary(examples), paths["k8-opt"])
             os.utime(paths["k8-fastbuild"], (5000, 5000))

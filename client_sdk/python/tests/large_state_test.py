@@ -3,7 +3,7 @@ channel with gRPC's default options (4 MiB receive limit).
 
 The real sidecar runs in front of the API server emulator (both as child
 processes, real HTTP between them) seeded with 10000 Pods. Run by
-//client_sdk:python_sdk_large_state_test; $INFORMER_SIDECAR_BINARY and
+//client_sdk/python:python_sdk_large_state_test; $INFORMER_SIDECAR_BINARY and
 $INFORMER_EMULATOR_BINARY name the binaries. It passes only when the
 sidecar splits a large initial state into messages under the client's
 limit: a single 33 MB message fails every attempt with RESOURCE_EXHAUSTED,

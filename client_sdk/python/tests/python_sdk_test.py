@@ -1,6 +1,6 @@
 """Installs the Python SDK as the README says and runs its end-to-end tests.
 
-Copies client_sdk/python, the examples and proto/informer/v1 from the
+Copies client_sdk/python (examples included) and proto/informer/v1 from the
 runfiles into $TEST_TMPDIR, makes a venv from Debian's Python with
 --system-site-packages, runs `pip install --no-index --no-build-isolation`
 (which generates the gRPC stubs with protoc and grpc_python_plugin), then
@@ -23,9 +23,7 @@ TEST_FILES = ["e2e_test.py"]
 
 
 def runfile(path: str) -> str:
-    root = os.environ.get("TEST_SRCDIR") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    return os.path.join(root, WORKSPACE, path)
+    return os.path.join(os.environ["TEST_SRCDIR"], WORKSPACE, path)
 
 
 class PythonSdkTest(unittest.TestCase):
@@ -38,9 +36,6 @@ class PythonSdkTest(unittest.TestCase):
         ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
         shutil.copytree(runfile("client_sdk/python"),
                         os.path.join(src, "client_sdk", "python"),
-                        ignore=ignore)
-        shutil.copytree(runfile("client_sdk/examples"),
-                        os.path.join(src, "client_sdk", "examples"),
                         ignore=ignore)
         shutil.copytree(runfile("proto/informer/v1"),
                         os.path.join(src, "proto", "informer", "v1"))
@@ -62,7 +57,7 @@ class PythonSdkTest(unittest.TestCase):
 
         env["INFORMER_SIDECAR_BINARY"] = runfile("server/informer_sidecar")
         env["INFORMER_SIDECAR_EXAMPLES"] = os.path.join(
-            src, "client_sdk", "examples")
+            src, "client_sdk", "python", "examples")
         env["INFORMER_CONFORMANCE_SERVER"] = runfile(
             "client_sdk/conformance/scripted_server")
         env["INFORMER_CONFORMANCE_SCENARIOS"] = runfile(
