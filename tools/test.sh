@@ -132,6 +132,7 @@ REALKUBE_TESTS=(
   //integration_tests/realkube:control_plane_test
   //integration_tests:real_sidecar_smoke_test
   //integration_tests:real_watch_list_test
+  //integration_tests:real_forced_relist_test
 )
 
 # Builds the peers (cached outside the tree: seconds once built), then runs
