@@ -26,6 +26,8 @@ public final class DemoSidecar implements AutoCloseable {
   private final Path dir;
   private Process process;
   private String target = "";
+  // 127.0.0.1:0 until the first start; then that port, kept by restart().
+  private String grpcListen = "127.0.0.1:0";
 
   public DemoSidecar(String binary, String... extraArgs) throws IOException {
     if (binary == null || !new File(binary).canExecute()) {
@@ -53,7 +55,7 @@ public final class DemoSidecar implements AutoCloseable {
     Path ports = dir.resolve("ports");
     Files.deleteIfExists(ports);
     List<String> args = new ArrayList<>(List.of(binary, "--demo",
-        "--grpc_listen=127.0.0.1:0", "--http_listen=127.0.0.1:0",
+        "--grpc_listen=" + grpcListen, "--http_listen=127.0.0.1:0",
         "--ports_file=" + ports, "--print_events=false"));
     args.addAll(extraArgs);
     process = new ProcessBuilder(args).redirectErrorStream(true)
@@ -79,6 +81,7 @@ public final class DemoSidecar implements AutoCloseable {
       }
     }
     target = "127.0.0.1:" + kv.get("grpc");
+    grpcListen = target;
     ManagedChannel ch = Sidecar.openChannel(target);
     try {
       while (ch.getState(true) != ConnectivityState.READY) {
@@ -105,6 +108,15 @@ public final class DemoSidecar implements AutoCloseable {
       process.waitFor();
     }
     process = null;
+  }
+
+  /**
+   * Stops the child and starts a new one on the same gRPC port: a new run of
+   * the sidecar, whose Watch answers the old run's resume tokens with RESET.
+   */
+  public void restart(Duration timeout) throws IOException, InterruptedException {
+    stop();
+    start(timeout);
   }
 
   /** Stops the child; the temp directory (log) stays for inspection. */

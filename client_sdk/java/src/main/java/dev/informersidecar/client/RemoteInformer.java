@@ -122,6 +122,7 @@ public final class RemoteInformer implements AutoCloseable {
   private ManagedChannel ownedChannel;
 
   // Only touched by the reader thread.
+  private boolean initialStateDone; // an INITIAL_STATE_DONE was applied
   private boolean relisting;
   private Map<String, JsonNode> relist = new HashMap<>();
 
@@ -353,7 +354,10 @@ public final class RemoteInformer implements AutoCloseable {
 
   // ----- state -----
 
-  /** True once the initial state was received completely. */
+  /**
+   * True once the initial state was received completely and the handlers
+   * were called for it.
+   */
   public boolean hasSynced() {
     synchronized (lock) {
       return synced;
@@ -647,11 +651,16 @@ public final class RemoteInformer implements AutoCloseable {
       if (relisting) {
         reconcile();
       }
-      synchronized (lock) {
-        synced = true;
-        resumeToken = event.getResumeToken();
-        lock.notifyAll();
-      }
+      initialStateDone = true;
+      setToken(event.getResumeToken());
+      // Synced once the handlers saw the initial state too, as when they
+      // run on the reader thread (the Python SDK).
+      handlerExecutor.execute(() -> {
+        synchronized (lock) {
+          synced = true;
+          lock.notifyAll();
+        }
+      });
       return;
     }
     if (type != EventType.EVENT_TYPE_ADDED && type != EventType.EVENT_TYPE_MODIFIED
@@ -663,11 +672,7 @@ public final class RemoteInformer implements AutoCloseable {
     JsonNode obj = json.isEmpty() ? Sidecar.JSON.createObjectNode() : Sidecar.parse(json);
     String key = Sidecar.objectKey(obj);
     if (type == EventType.EVENT_TYPE_ADDED && event.getInitial()) {
-      boolean wasSynced;
-      synchronized (lock) {
-        wasSynced = synced;
-      }
-      if (relisting || wasSynced) {
+      if (relisting || initialStateDone) {
         // A fresh initial state over a mirror with content: collected and
         // applied as differences at INITIAL_STATE_DONE.
         relisting = true;
@@ -704,10 +709,9 @@ public final class RemoteInformer implements AutoCloseable {
     Map<String, JsonNode> fresh = new TreeMap<>(relist);
     relist = new HashMap<>();
     relisting = false;
-    boolean initial;
+    boolean initial = !initialStateDone;
     List<String> gone = new ArrayList<>();
     synchronized (lock) {
-      initial = !synced;
       for (String k : new TreeSet<>(items.keySet())) {
         if (!fresh.containsKey(k)) {
           gone.add(k);
