@@ -320,7 +320,8 @@ public final class RemoteInformer implements AutoCloseable {
 
   /**
    * Ends the stream, joins the reader thread and lets the handler calls
-   * queued so far run (waiting up to 10 s). Idempotent.
+   * queued so far run (waiting up to 10 s; not when called from a handler).
+   * Idempotent.
    */
   @Override
   public void close() {
@@ -337,9 +338,9 @@ public final class RemoteInformer implements AutoCloseable {
       if (t != null && t != Thread.currentThread()) {
         t.join(10_000);
       }
+      handlerExecutor.awaitIdle(Duration.ofSeconds(10));
       if (ownedExecutor != null) {
         ownedExecutor.shutdown();
-        ownedExecutor.awaitTermination(10, TimeUnit.SECONDS);
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

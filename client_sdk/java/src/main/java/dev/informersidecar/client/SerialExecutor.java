@@ -17,6 +17,7 @@ final class SerialExecutor implements Executor {
   private final String name;
   private final ArrayDeque<Runnable> tasks = new ArrayDeque<>(); // guarded by this
   private boolean running; // guarded by this
+  private Thread drainer; // guarded by this: the thread running tasks
 
   SerialExecutor(Executor delegate, String name) {
     this.delegate = delegate;
@@ -43,11 +44,23 @@ final class SerialExecutor implements Executor {
     }
   }
 
-  /** Blocks until every task submitted so far ran. */
-  synchronized void awaitIdle() throws InterruptedException {
-    while (running) {
-      wait(100);
+  /**
+   * Blocks until no task is pending or running, or the timeout passed; at
+   * once when called from a task (it would wait for itself).
+   */
+  synchronized boolean awaitIdle(java.time.Duration timeout) throws InterruptedException {
+    if (Thread.currentThread() == drainer) {
+      return false;
     }
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (running) {
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        return false;
+      }
+      java.util.concurrent.TimeUnit.NANOSECONDS.timedWait(this, left);
+    }
+    return true;
   }
 
   private void drain() {
@@ -55,6 +68,7 @@ final class SerialExecutor implements Executor {
       Runnable task;
       synchronized (this) {
         task = tasks.poll();
+        drainer = task == null ? null : Thread.currentThread();
         if (task == null) {
           running = false;
           notifyAll();

@@ -169,6 +169,35 @@ class RemoteInformerDemoTest extends DemoTestBase {
   }
 
   @Test
+  void closeFromAHandlerReturnsAtOnce() throws Exception {
+    long[] took = {-1};
+    RemoteInformer[] holder = new RemoteInformer[1];
+    holder[0] = RemoteInformer.builder("configmaps").target(sidecar.target()).build();
+    holder[0].onAdd((o, initial) -> {
+      synchronized (took) {
+        if (took[0] >= 0) {
+          return;
+        }
+      }
+      long start = System.nanoTime();
+      holder[0].close(); // must not wait for this very handler
+      synchronized (took) {
+        took[0] = System.nanoTime() - start;
+      }
+    });
+    holder[0].start();
+    eventually("close() returned in the handler", () -> {
+      synchronized (took) {
+        return took[0] >= 0;
+      }
+    });
+    synchronized (took) {
+      assertTrue(took[0] < Duration.ofSeconds(5).toNanos(), "close took " + took[0] + " ns");
+    }
+    holder[0].close(); // idempotent
+  }
+
+  @Test
   void unknownResourceIsFinal() throws Exception {
     List<StreamError> errors = new ArrayList<>();
     try (RemoteInformer inf = RemoteInformer.builder("nosuchthings").target(sidecar.target())
