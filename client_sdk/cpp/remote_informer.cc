@@ -73,9 +73,23 @@ ObjectPtr RemoteInformer::Get(absl::string_view ns,
 
 std::vector<ObjectPtr> RemoteInformer::List() const { return mirror_.List(); }
 
+std::vector<std::string> RemoteInformer::Keys() const {
+  std::vector<std::string> keys = mirror_.ListKeys();
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
 absl::StatusOr<std::vector<ObjectPtr>> RemoteInformer::ByIndex(
     absl::string_view index_name, absl::string_view value) const {
   return mirror_.ByIndex(index_name, value);
+}
+
+absl::StatusOr<std::vector<std::string>> RemoteInformer::IndexValues(
+    absl::string_view index_name) const {
+  absl::StatusOr<std::vector<std::string>> values =
+      mirror_.ListIndexFuncValues(index_name);
+  if (values.ok()) std::sort(values->begin(), values->end());
+  return values;
 }
 
 std::string RemoteInformer::resume_token() const {

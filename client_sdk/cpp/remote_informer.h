@@ -122,9 +122,17 @@ class RemoteInformer {
   // The mirror. Get returns null when absent.
   informer::ObjectPtr Get(absl::string_view ns, absl::string_view name) const;
   std::vector<informer::ObjectPtr> List() const;
+  // Every mirrored key ("namespace/name", or "name" when cluster-scoped),
+  // sorted.
+  std::vector<std::string> Keys() const;
   // NotFound for an index not in Options::indexers.
   absl::StatusOr<std::vector<informer::ObjectPtr>> ByIndex(
       absl::string_view index_name, absl::string_view value) const;
+  // The values index `index_name` holds mirrored objects under, sorted (a
+  // value whose last object left is gone). NotFound for an index not in
+  // Options::indexers.
+  absl::StatusOr<std::vector<std::string>> IndexValues(
+      absl::string_view index_name) const;
 
   // Observability for tests and logs.
   std::string resume_token() const;

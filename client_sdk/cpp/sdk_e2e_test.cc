@@ -221,6 +221,24 @@ TEST(SdkE2eTest, RemoteInformerSyncsFollowsAndReconcilesAfterRestart) {
     EXPECT_THAT(p->FieldValues("spec.nodeName"),
                 ::testing::ElementsAre("node-1"));
   }
+  // Keys and IndexValues: sorted, and naming what the mirror holds (the
+  // demo's namespaced pods, scheduled on node-1..node-3).
+  const std::vector<std::string> keys = pods.Keys();
+  EXPECT_FALSE(keys.empty());
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_EQ(std::adjacent_find(keys.begin(), keys.end()), keys.end());
+  for (const std::string& key : keys) {
+    EXPECT_THAT(key, ::testing::MatchesRegex("[a-z0-9-]+/[a-z0-9.-]+"));
+  }
+  absl::StatusOr<std::vector<std::string>> nodes = pods.IndexValues(node_index);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_TRUE(std::is_sorted(nodes->begin(), nodes->end()));
+  EXPECT_FALSE(nodes->empty());
+  for (const std::string& node : *nodes) {
+    EXPECT_THAT(node, ::testing::StartsWith("node-"));
+  }
+  EXPECT_EQ(pods.IndexValues("no-such-index").status().code(),
+            absl::StatusCode::kNotFound);
 
   // Live events: the demo replaces pods every second.
   ASSERT_TRUE(checker.WaitForLive(2));
