@@ -2,9 +2,9 @@
 // sidecar in demo mode, through a client that knows only what server
 // reflection tells it (as grpcurl does), in every build; the real grpcurl
 // runs them in real_grpcurl_readme_test (the real-cluster phase). Every
-// service the server lists must resolve through
-// reflection with all its methods' types; the examples of README.md and of
-// every docs/*.md are then parsed, resolved and called. An example that
+// service the server lists must resolve through reflection with all its
+// methods' types; the examples of README.md and of every docs/*.md are
+// then parsed, resolved and called. An example that
 // names a wrong service, method, field or enum value, that fails against the
 // demo cluster, or that reflection cannot describe fails this test.
 
