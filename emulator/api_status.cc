@@ -274,6 +274,21 @@ ApiStatus WatchListUnsupportedStatus(bool has_resource_version) {
   return s;
 }
 
+ApiStatus RvMatchWithoutRvStatus() {
+  const char kCause[] =
+      "Forbidden: resourceVersionMatch is forbidden unless resourceVersion "
+      "is provided";
+  ApiStatus s = Failure(422, "Invalid",
+                        absl::StrCat("ListOptions.meta.k8s.io \"\" is invalid: "
+                                     "resourceVersionMatch: ",
+                                     kCause));
+  s.has_details = true;
+  s.details_group = "meta.k8s.io";
+  s.details_kind = "ListOptions";
+  s.causes.push_back({"FieldValueForbidden", kCause, "resourceVersionMatch"});
+  return s;
+}
+
 ApiStatus DeletedStatus(const ResourceInfo& r, absl::string_view name,
                         absl::string_view uid) {
   ApiStatus s;

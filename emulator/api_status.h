@@ -65,6 +65,9 @@ ApiStatus UnsupportedMediaTypeStatus(absl::string_view content_type);
 // The 422 a v1.24 server (no WatchList) answers to a watch with
 // resourceVersionMatch; `has_resource_version` drops the second cause.
 ApiStatus WatchListUnsupportedStatus(bool has_resource_version);
+// 422 for a list with resourceVersionMatch but no resourceVersion, as
+// v1.37 answers it.
+ApiStatus RvMatchWithoutRvStatus();
 // DELETE's success body.
 ApiStatus DeletedStatus(const ResourceInfo& r, absl::string_view name,
                         absl::string_view uid);

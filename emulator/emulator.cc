@@ -582,6 +582,9 @@ void Emulator::HandleList(const Route& route, const httplib::Request& req,
   lr.continue_token = req.get_param_value("continue");
   lr.resource_version = req.get_param_value("resourceVersion");
   lr.resource_version_match = req.get_param_value("resourceVersionMatch");
+  if (!lr.resource_version_match.empty() && lr.resource_version.empty()) {
+    return ReplyStatus(res, RvMatchWithoutRvStatus());
+  }
   if (!lr.continue_token.empty() && TakeContinueExpiry()) {
     absl::StatusOr<std::pair<int64_t, std::string>> tok =
         DecodeContinueToken(lr.continue_token);

@@ -135,6 +135,7 @@ REALKUBE_TESTS=(
   //integration_tests:real_forced_relist_test
   //integration_tests:real_facade_clients_test
   //integration_tests:real_grpcurl_readme_test
+  //integration_tests:real_emulator_differential_test
 )
 
 # Builds the peers (cached outside the tree: seconds once built), then runs
