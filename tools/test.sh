@@ -5,6 +5,8 @@
 # Extra arguments go to `bazel test`. Phases (each prints a start line and an
 # end line with its elapsed time):
 #   layering         tools/check_layering.sh (package cycles, layering, file sizes)
+#   lint             tools/lint.sh: clang-format-14, buildifier, gofmt (prints
+#                    the command that fixes an unformatted file)
 #   fuzzers          the libFuzzer targets (clang-14, ASan), each for a bounded time
 #   thread-safety    clang-14 -Wthread-safety build of our code (~6-7 min cold)
 #   node-sdk         client_sdk/node/test.sh, when that file exists
@@ -14,9 +16,10 @@
 #                    end to end: grpcurl by reflection, default clients, ops
 #   real-cluster     tools/realkube.sh build (kube-apiserver, etcd, kubectl,
 #                    grpcurl, ... from Go modules; each peer's build time is
-#                    printed), then the tests tagged realkube against them
+#                    printed), kube-informer-bench's Go tests, then the
+#                    tests tagged realkube against them
 #   bazel test //...
-# The first seven are skipped under --config=asan (they are passes of their
+# The first eight are skipped under --config=asan (they are passes of their
 # own). Bazel's summary comes last, then one "N passed, N failed" line. Exits
 # non-zero on any failure. Logs are kept only when something failed: their
 # directory is printed at the end.
@@ -146,6 +149,8 @@ real_cluster_tests() {
     cat "$logdir/realkube-build.log"
     return 1
   }
+  # kube-informer-bench's own unit tests (the Go module of the peers).
+  (cd integration_tests/realkube && GOWORK=off go test ./cmd/...) || return 1
   bazel test --test_env=REALKUBE_BIN="${out##*REALKUBE_BIN=}" \
     "${REALKUBE_TESTS[@]}"
 }
@@ -164,6 +169,7 @@ main() {
     *" --config=asan "*) ;;  # the phases below are passes of their own
     *)
       phase layering tools/check_layering.sh
+      phase lint tools/lint.sh
       phase fuzzers informer/client/fuzz/run_fuzzers.sh 20
       # Clang's -Wthread-safety over our code: every ABSL_GUARDED_BY checked.
       phase thread-safety bazel build --config=tsa //informer/... //server/... //emulator/...
