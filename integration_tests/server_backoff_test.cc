@@ -215,6 +215,19 @@ TEST_F(ServerBackoffTest, ThreeRestartsInARowRelistOnlyOn410) {
   EXPECT_EQ(configmaps.informer().GetReflectorCounters().relists, 0);
 }
 
+// Waits until the reflector has recorded the emulator's newest RV as
+// applied: handlers see an event before the reflector records its RV, so
+// a converged view alone does not say which RV the next relist names.
+void AwaitAppliedCurrent(EmulatedInformer& inf,
+                         emulator::EmulatorWithFaults& emu) {
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return inf.informer().LastAppliedResourceVersion() ==
+               absl::StrCat(emu.store().CurrentRv());
+      },
+      absl::Seconds(60)));
+}
+
 // client-go's relistResourceVersion, request by request: the first list
 // at "0" (the watch cache, whole); after a watch's 410 the last synced RV,
 // unpaged (the watch cache, not older than that RV); after a 410 at the
@@ -230,6 +243,7 @@ TEST_F(ServerBackoffTest, RelistAfter410SendsTheRequestClientGoWould) {
   // A watch answered 410 after events moved the RV past the list's.
   CreatePod(&emu_, kNs, "a");
   ASSERT_TRUE(pods.AwaitConverged());
+  AwaitAppliedCurrent(pods, emu_);
   std::string rv = pods.informer().LastAppliedResourceVersion();
   size_t mark = pods.requests().Requests().size();
   emu_.faults().ExpireNextWatch("pods");
@@ -257,6 +271,7 @@ TEST_F(ServerBackoffTest, RelistAfter410SendsTheRequestClientGoWould) {
       emu_.store().AwaitWatchers(&pods.resource(), 1, absl::Seconds(60)));
   CreatePod(&emu_, kNs, "d");
   ASSERT_TRUE(pods.AwaitConverged());
+  AwaitAppliedCurrent(pods, emu_);
   rv = pods.informer().LastAppliedResourceVersion();
   mark = pods.requests().Requests().size();
   emu_.faults().FailRequests("list", "pods", 410, 1);
