@@ -2,7 +2,8 @@
 // package (no proto/, no dist/: its prepare script fills both), the tarball
 // installed with `npm install <tarball>` into an application directory
 // outside the repository (its dependencies from the npm registry), and that
-// application mirroring the demo cluster of the real sidecar binary. The
+// application mirroring the demo cluster of the real sidecar binary, and
+// the README's quick start run there as printed. The
 // application's environment names no proto directory: the package must load
 // the protos it carries.
 import * as assert from 'assert';
@@ -12,6 +13,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { describe, it } from 'node:test';
 
+import { DemoSidecar } from '../src';
 import { BINARY } from './helpers';
 
 const PACKAGE = path.resolve(__dirname, '..', '..');
@@ -125,6 +127,20 @@ describe('the packed package', () => {
       // all at any moment), 3 in shop.
       assert.ok(result.keys.length === 7 || result.keys.length === 8, JSON.stringify(result.keys));
       assert.strictEqual(result.shop, 3);
+
+      // The README's quick start, as printed, against a demo sidecar.
+      const readme = fs.readFileSync(path.join(PACKAGE, 'README.md'), 'utf8');
+      const quick = /## Quick start[\s\S]*?```js\n([\s\S]*?)```/.exec(readme);
+      assert.ok(quick, 'README.md: no js block under "## Quick start"');
+      fs.writeFileSync(path.join(app, 'quickstart.js'), quick[1]);
+      const sidecar = await new DemoSidecar(BINARY).start();
+      try {
+        const qs = await run(process.execPath, ['quickstart.js', sidecar.target], app,
+          cleanEnv(), 120_000);
+        assert.match(qs, /'demo\/[a-z0-9.-]+'/);
+      } finally {
+        await sidecar.close();
+      }
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
