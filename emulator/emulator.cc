@@ -75,8 +75,8 @@ namespace {
 
 constexpr size_t kListInlineLimit = 1 << 20;  // larger lists are streamed
 // Bytes per streamed chunk. Kept well under glibc's mmap threshold (128 KiB):
-// larger buffers are mmapped and unmapped per chunk (page faults on every
-// byte, 10x slower).
+// larger buffers are mmapped and unmapped per chunk, and every chunk then
+// pays a page fault per page it touches.
 constexpr size_t kListChunkBytes = 48 << 10;
 // The pacer's bucket: a sleep that overshoots (a busy machine wakes the
 // thread late) is made up by the next chunks, up to this many bytes, so the

@@ -40,10 +40,11 @@ constexpr long kReceiveBufferBytes = 512 * 1024;
 constexpr size_t kStreamPauseAboveBytes = 1 << 20;
 
 // Bodies at least this large are grown into memory advised for transparent
-// huge pages. Why: profiles of a 62 MB list showed ~75% of the GET's CPU in
-// first touches of freshly mmapped body memory (one page fault per 4 KiB,
-// very expensive on virtualised hosts); with 2 MiB pages the same GET runs
-// 5-7x faster. Smaller bodies come from malloc's heap and gain nothing.
+// huge pages. Why: a large list's GET spends most of its CPU in first
+// touches of freshly mmapped body memory (one page fault per 4 KiB, very
+// expensive on virtualised hosts), and 2 MiB pages remove most of them
+// (docs/perf-log/2026-12-01-initial-sync.md has the profiles and figures).
+// Smaller bodies come from malloc's heap and gain nothing.
 constexpr size_t kHugePageBodyBytes = 2 << 20;
 
 // Asks the kernel for transparent huge pages over the page-aligned part of
