@@ -1,15 +1,19 @@
 // Runs the real informer_sidecar binary in demo mode and talks to it over
 // gRPC on a unix socket: health turns SERVING, every default resource is
 // served, and SIGTERM shuts it down cleanly. Also: its process name, its
-// first log line, and --help.
+// first log line, --help, and an error exit (not a crash) on a gRPC
+// address it cannot bind.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +39,7 @@ namespace {
 
 namespace v1 = ::informer::v1;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 std::chrono::system_clock::time_point In(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
@@ -257,6 +262,41 @@ std::set<std::string> OurFlagsInHelpfull(const std::string& helpfull) {
     }
   }
   return flags;
+}
+
+TEST(SidecarMainTest, UnixSocketPathTooLongExitsWithAnErrorNotACrash) {
+  const std::string path = "/tmp/" + std::string(120, 's') + ".sock";
+  const std::string log = TempPath("long_socket.log");
+  SidecarProcess sidecar({"--demo", "--grpc_listen=unix:" + path}, log);
+  ASSERT_TRUE(sidecar.spawned());
+  EXPECT_EQ(sidecar.Wait(), 2) << ReadAll(log);  // bad configuration
+  EXPECT_THAT(ReadAll(log), HasSubstr(absl::StrCat(
+                                "--grpc_listen: the unix socket path \"", path,
+                                "\" is 130 characters long; the "
+                                "limit is 107")));
+}
+
+TEST(SidecarMainTest, AGrpcAddressInUseExitsWithAnErrorNotACrash) {
+  // Held without SO_REUSEPORT, so gRPC's bind (which sets it) fails.
+  const int busy = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(busy, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(address);
+  ASSERT_EQ(bind(busy, reinterpret_cast<sockaddr*>(&address), size), 0);
+  ASSERT_EQ(listen(busy, 1), 0);
+  ASSERT_EQ(getsockname(busy, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  const std::string in_use =
+      absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+  const std::string log = TempPath("busy_port.log");
+  SidecarProcess sidecar(
+      {"--demo", "--print_events=false", "--grpc_listen=" + in_use}, log);
+  ASSERT_TRUE(sidecar.spawned());
+  EXPECT_EQ(sidecar.Wait(), 1) << ReadAll(log);
+  EXPECT_THAT(ReadAll(log),
+              HasSubstr(absl::StrCat("cannot listen on \"", in_use, "\"")));
+  close(busy);
 }
 
 TEST(SidecarMainTest, HelpExitsZeroAndListsEveryFlagOfOursInGroups) {

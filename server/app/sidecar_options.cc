@@ -1,7 +1,12 @@
 #include "server/app/sidecar_options.h"
 
 #include <glog/logging.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -112,7 +117,8 @@ ABSL_FLAG(std::string, cache_upstream_ca_file, "",
 // ---- Serving: gRPC and HTTP listeners, connection limits ----
 
 ABSL_FLAG(std::string, grpc_listen, "127.0.0.1:50051",
-          "gRPC listen address: host:port, or unix:/path/to/socket.");
+          "gRPC listen address: host:port, or unix:/path/to/socket (a path "
+          "of at most 107 characters, in an existing directory).");
 
 ABSL_FLAG(std::string, http_listen, ":9090",
           "HTTP address of /metrics (Prometheus), /healthz (liveness) and "
@@ -267,6 +273,41 @@ absl::Status Invalid(absl::string_view flag, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", problem));
 }
 
+// A unix socket address (gRPC's "unix:PATH" or "unix-abstract:NAME"): its
+// path must fit in sockaddr_un.sun_path with the NUL, and a file socket's
+// directory must exist. gRPC only finds either out when binding, after the
+// informers started; here the error names the flag before anything starts.
+absl::Status CheckUnixListen(absl::string_view flag,
+                             absl::string_view address) {
+  absl::string_view path = address;
+  const bool abstract = absl::ConsumePrefix(&path, "unix-abstract:");
+  if (!abstract && !absl::ConsumePrefix(&path, "unix:")) {
+    return absl::OkStatus();
+  }
+  constexpr size_t kMaxPath = sizeof(sockaddr_un::sun_path) - 1;
+  if (path.empty()) return Invalid(flag, "names an empty unix socket path");
+  if (path.size() > kMaxPath) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": the unix socket path \"", path, "\" is ", path.size(),
+        " characters long; the limit is ", kMaxPath, " (sockaddr_un.sun_path, ",
+        kMaxPath + 1, " bytes with the NUL)"));
+  }
+  if (abstract) return absl::OkStatus();
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == absl::string_view::npos
+          ? "."
+          : std::string(path.substr(0, std::max<size_t>(slash, 1)));
+  struct stat info;
+  const bool found = stat(dir.c_str(), &info) == 0;
+  if (!found || !S_ISDIR(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": the directory \"", dir, "\" of the unix socket path \"",
+        path, "\": ", found ? "not a directory" : std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 // --cache_upstream and its credential flags.
 absl::Status UpstreamFromFlags(SidecarOptions* options) {
   absl::StatusOr<CacheUpstream> upstream = ValidateCacheUpstream(
@@ -405,6 +446,11 @@ absl::Status ServingFromFlags(SidecarOptions* options) {
   constexpr int64_t kIntMax = 0x7fffffff;
   options->grpc_listen = absl::GetFlag(FLAGS_grpc_listen);
   if (options->grpc_listen.empty()) return Invalid("grpc_listen", "is empty");
+  if (absl::Status unix_ok =
+          CheckUnixListen("grpc_listen", options->grpc_listen);
+      !unix_ok.ok()) {
+    return unix_ok;
+  }
   options->http_listen = absl::GetFlag(FLAGS_http_listen);
   options->ports_file = absl::GetFlag(FLAGS_ports_file);
   options->keepalive_time = absl::GetFlag(FLAGS_grpc_keepalive_time);

@@ -240,6 +240,47 @@ TEST_F(SidecarOptionsTest, EveryBadValueNamesItsFlag) {
   }
 }
 
+TEST_F(SidecarOptionsTest, GrpcListenUnixPathMustFitSunPathInADirectory) {
+  // /tmp exists; TEST_TMPDIR may itself be longer than a socket path.
+  const std::string fits = "/tmp/" + std::string(102, 's');
+  ASSERT_EQ(fits.size(), 107u);
+  Set("grpc_listen", "unix:" + fits);
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->grpc_listen, "unix:" + fits);
+
+  const std::string too_long = fits + "x";
+  Set("grpc_listen", "unix:" + too_long);
+  o = OptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(o.status().message(),
+            absl::StrCat("--grpc_listen: the unix socket path \"", too_long,
+                         "\" is 108 characters long; the limit is 107 "
+                         "(sockaddr_un.sun_path, 108 bytes with the NUL)"));
+
+  Set("grpc_listen", "unix-abstract:" + std::string(108, 'a'));
+  o = OptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(o.status().message(),
+              HasSubstr("is 108 characters long; the limit is 107"));
+
+  Set("grpc_listen", "unix:/tmp/no-such-dir-of-the-sidecar/grpc.sock");
+  o = OptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.status().message(),
+              HasSubstr("--grpc_listen: the directory "
+                        "\"/tmp/no-such-dir-of-the-sidecar\" of the unix "
+                        "socket path"));
+
+  Set("grpc_listen", "unix:");
+  o = OptionsFromFlags();
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(o.status().message(),
+              HasSubstr("--grpc_listen names an empty unix socket path"));
+}
+
 TEST_F(SidecarOptionsTest, HelpGroupsNameEveryFlagOnceAndOnlyRealOnes) {
   std::set<std::string> seen;
   for (const informer::FlagGroup& group : SidecarFlagGroups()) {

@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
 }
 
 SidecarServer::~SidecarServer() {
+  // Start destroys the server it failed to start: nothing runs to stop.
+  if (server_ == nullptr) return;
   Shutdown(absl::ZeroDuration());
   Wait();
   if (health_thread_.joinable()) health_thread_.join();

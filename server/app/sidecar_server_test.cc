@@ -156,5 +156,16 @@ TEST_F(SidecarServerTest, ShutdownEndsWait) {
   EXPECT_LT(client.HealthCheck(""), 0) << "no longer answering";
 }
 
+TEST_F(SidecarServerTest, AnAddressGrpcCannotBindIsAnErrorNotACrash) {
+  // gRPC refuses a unix socket path longer than sockaddr_un holds only in
+  // BuildAndStart; the half-built server must be destroyed cleanly.
+  const std::string listen = "unix:/tmp/" + std::string(200, 's');
+  auto failed = SidecarServer::Start(registry_.get(), listen);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(failed.status().message(),
+            absl::StrCat("cannot listen on \"", listen, "\""));
+}
+
 }  // namespace
 }  // namespace server
