@@ -8,13 +8,10 @@
 // names a wrong service, method, field or enum value, that fails against the
 // demo cluster, or that reflection cannot describe fails this test.
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,39 +19,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "integration_tests/grpcurl_client.h"
+#include "integration_tests/readme_grpcurl_lines.h"
 #include "integration_tests/sidecar_process.h"
 
 namespace integration {
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// README.md and docs/*.md, wherever the examples live.
-std::vector<std::string> DocumentPaths() {
-  std::vector<std::string> paths;
-  absl::StatusOr<std::string> readme = FindRunfile("README.md");
-  if (!readme.ok()) return paths;
-  paths.push_back(*readme);
-  const std::string docs = absl::StrCat(
-      readme->substr(0, readme->size() - strlen("README.md")), "docs");
-  if (DIR* dir = opendir(docs.c_str())) {
-    std::vector<std::string> found;
-    while (dirent* e = readdir(dir)) {
-      if (absl::EndsWith(e->d_name, ".md")) {
-        found.push_back(absl::StrCat(docs, "/", e->d_name));
-      }
-    }
-    closedir(dir);
-    std::sort(found.begin(), found.end());
-    paths.insert(paths.end(), found.begin(), found.end());
-  }
-  return paths;
-}
 
 class ReadmeGrpcurlTest : public ::testing::Test {
  protected:
@@ -123,17 +92,12 @@ TEST_F(ReadmeGrpcurlTest, HealthCheckAndWatchThroughReflection) {
 }
 
 TEST_F(ReadmeGrpcurlTest, EveryExampleRunsAsPrinted) {
-  std::vector<std::string> commands;
-  const std::vector<std::string> paths = DocumentPaths();
-  ASSERT_FALSE(paths.empty()) << "README.md not in the runfiles";
-  for (const std::string& path : paths) {
-    for (std::string& c : GrpcurlCommandsOf(ReadFile(path))) {
-      commands.push_back(std::move(c));
-    }
-  }
+  const ReadmeGrpcurlLines docs = ReadReadmeGrpcurlLines();
+  ASSERT_FALSE(docs.paths.empty()) << "README.md not in the runfiles";
+  const std::vector<std::string>& commands = docs.commands;
   ASSERT_GE(commands.size(), 10u)
       << "the docs lost their grpcurl examples? read: "
-      << absl::StrJoin(paths, ", ");
+      << absl::StrJoin(docs.paths, ", ");
 
   GrpcurlClient client(sidecar_->NewChannel());
   int called = 0;

@@ -8,15 +8,12 @@
 // keeps the reflection-only client for what grpcurl does not check on its
 // own: every listed service resolving with all its types.
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +23,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "integration_tests/grpcurl_client.h"
+#include "integration_tests/readme_grpcurl_lines.h"
 #include "integration_tests/real_control_plane.h"
 #include "integration_tests/sidecar_process.h"
 
@@ -33,35 +31,6 @@ namespace integration {
 namespace {
 
 constexpr char kDocAddress[] = "127.0.0.1:50051";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// README.md and docs/*.md, wherever the examples live.
-std::vector<std::string> DocumentPaths() {
-  std::vector<std::string> paths;
-  absl::StatusOr<std::string> readme = FindRunfile("README.md");
-  if (!readme.ok()) return paths;
-  paths.push_back(*readme);
-  const std::string docs = absl::StrCat(
-      readme->substr(0, readme->size() - strlen("README.md")), "docs");
-  if (DIR* dir = opendir(docs.c_str())) {
-    std::vector<std::string> found;
-    while (dirent* e = readdir(dir)) {
-      if (absl::EndsWith(e->d_name, ".md")) {
-        found.push_back(absl::StrCat(docs, "/", e->d_name));
-      }
-    }
-    closedir(dir);
-    std::sort(found.begin(), found.end());
-    paths.insert(paths.end(), found.begin(), found.end());
-  }
-  return paths;
-}
 
 // Splits a command line as the shell would for the forms the docs use:
 // words separated by blanks, single-quoted text kept literally.
@@ -137,14 +106,9 @@ class RealGrpcurlReadmeTest : public ::testing::Test {
 };
 
 TEST_F(RealGrpcurlReadmeTest, EveryExampleRunsInTheRealGrpcurl) {
-  std::vector<std::string> commands;
-  const std::vector<std::string> paths = DocumentPaths();
-  ASSERT_FALSE(paths.empty()) << "README.md not in the runfiles";
-  for (const std::string& path : paths) {
-    for (std::string& c : GrpcurlCommandsOf(ReadFile(path))) {
-      commands.push_back(std::move(c));
-    }
-  }
+  const ReadmeGrpcurlLines docs = ReadReadmeGrpcurlLines();
+  ASSERT_FALSE(docs.paths.empty()) << "README.md not in the runfiles";
+  const std::vector<std::string>& commands = docs.commands;
   ASSERT_GE(commands.size(), 10u);
   GrpcurlClient reflection(sidecar_->NewChannel());
   int calls = 0, streams = 0, answered_streams = 0, stdin_streams = 0;
