@@ -5,8 +5,6 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "server/app/sidecar_server.h"
 #include "server/registry/informer_registry.h"
 #include "server/security/authz.h"
+#include "server/security/authz_test_tokens.h"
 
 namespace server {
 namespace {
@@ -26,45 +25,6 @@ namespace v1 = ::informer::v1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kAppToken[] = "app-token-0123456789abcdef";
-constexpr char kAdminToken[] = "admin-token-0123456789abcdef";
-constexpr char kSecretToken[] = "secret-token-0123456789abcdef";
-
-const std::vector<std::string> kConfigured = {"configmaps", "pods", "secrets"};
-
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-absl::StatusOr<std::unique_ptr<Authorizer>> Load(absl::string_view yaml,
-                                                 bool allow_secrets = false) {
-  Authorizer::Options options;
-  options.allow_secrets = allow_secrets;
-  options.configured_resources = kConfigured;
-  return Authorizer::FromTokensYaml(yaml, "tokens.yaml", TempDir(), options);
-}
-
-std::string AppTokensYaml(bool with_secrets) {
-  std::string yaml = absl::StrCat(
-      "tokens:\n"
-      "- name: app\n"
-      "  token: \"",
-      kAppToken,
-      "\"\n"
-      "  resources: [pods, configmaps]\n"
-      "  namespaces: [default]\n"
-      "- name: admin\n"
-      "  token: ",
-      kAdminToken,
-      "\n"
-      "  resources: ['*']\n");
-  if (with_secrets) {
-    absl::StrAppend(&yaml, "- name: secret-reader\n  token: ", kSecretToken,
-                    "\n  resources: [secrets]\n");
-  }
-  return yaml;
-}
 // The checks over real gRPC: a SidecarServer on loopback over FakeSources
 // with pods in two namespaces, configmaps and secrets.
 class AuthzServerTest : public ::testing::Test {
@@ -179,7 +139,7 @@ class AuthzServerTest : public ::testing::Test {
 };
 
 TEST_F(AuthzServerTest, MissingAndWrongTokensAreUnauthenticated) {
-  auto authz = Load(AppTokensYaml(false));
+  auto authz = LoadTestAuthorizer(AppTokensYaml(false));
   ASSERT_TRUE(authz.ok()) << authz.status();
   StartServer(*std::move(authz));
   grpc::Status st = Get("", "pods", "default", "a");
@@ -202,7 +162,7 @@ TEST_F(AuthzServerTest, MissingAndWrongTokensAreUnauthenticated) {
 }
 
 TEST_F(AuthzServerTest, TokensReadOnlyTheirResourcesAndNamespaces) {
-  auto authz = Load(AppTokensYaml(false));
+  auto authz = LoadTestAuthorizer(AppTokensYaml(false));
   ASSERT_TRUE(authz.ok()) << authz.status();
   StartServer(*std::move(authz));
 
@@ -276,7 +236,7 @@ TEST_F(AuthzServerTest, TokensReadOnlyTheirResourcesAndNamespaces) {
 
 TEST_F(AuthzServerTest, SecretsWithheldByDefault) {
   // Even an admin token ("*") cannot read Secrets without --allow_secrets.
-  auto authz = Load(AppTokensYaml(false));
+  auto authz = LoadTestAuthorizer(AppTokensYaml(false));
   ASSERT_TRUE(authz.ok()) << authz.status();
   StartServer(*std::move(authz));
   grpc::Status st = Get(kAdminToken, "secrets", "default", "one");
@@ -304,7 +264,7 @@ TEST_F(AuthzServerTest, SecretsWithheldWithoutATokensFile) {
 }
 
 TEST_F(AuthzServerTest, SecretsServedWhenExplicitlyAllowed) {
-  auto authz = Load(AppTokensYaml(true), /*allow_secrets=*/true);
+  auto authz = LoadTestAuthorizer(AppTokensYaml(true), /*allow_secrets=*/true);
   ASSERT_TRUE(authz.ok()) << authz.status();
   StartServer(*std::move(authz));
   EXPECT_TRUE(Get(kSecretToken, "secrets", "default", "one").ok());

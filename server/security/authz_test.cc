@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "absl/time/time.h"
 #include "proto/informer/v1/events.grpc.pb.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
+#include "server/security/authz_test_tokens.h"
 
 namespace server {
 namespace {
@@ -25,51 +25,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr char kAppToken[] = "app-token-0123456789abcdef";
-constexpr char kAdminToken[] = "admin-token-0123456789abcdef";
-constexpr char kSecretToken[] = "secret-token-0123456789abcdef";
-
-const std::vector<std::string> kConfigured = {"configmaps", "pods", "secrets"};
-
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
 void WriteFile(const std::string& path, const std::string& content) {
   FILE* f = std::fopen(path.c_str(), "w");
   ASSERT_NE(f, nullptr) << path;
   std::fwrite(content.data(), 1, content.size(), f);
   std::fclose(f);
-}
-
-absl::StatusOr<std::unique_ptr<Authorizer>> Load(absl::string_view yaml,
-                                                 bool allow_secrets = false) {
-  Authorizer::Options options;
-  options.allow_secrets = allow_secrets;
-  options.configured_resources = kConfigured;
-  return Authorizer::FromTokensYaml(yaml, "tokens.yaml", TempDir(), options);
-}
-
-std::string AppTokensYaml(bool with_secrets) {
-  std::string yaml = absl::StrCat(
-      "tokens:\n"
-      "- name: app\n"
-      "  token: \"",
-      kAppToken,
-      "\"\n"
-      "  resources: [pods, configmaps]\n"
-      "  namespaces: [default]\n"
-      "- name: admin\n"
-      "  token: ",
-      kAdminToken,
-      "\n"
-      "  resources: ['*']\n");
-  if (with_secrets) {
-    absl::StrAppend(&yaml, "- name: secret-reader\n  token: ", kSecretToken,
-                    "\n  resources: [secrets]\n");
-  }
-  return yaml;
 }
 
 TEST(IsSecretsResourceTest, EveryWayOfNamingCoreSecrets) {
@@ -86,7 +46,7 @@ TEST(IsSecretsResourceTest, EveryWayOfNamingCoreSecrets) {
 }
 
 TEST(TokensFileTest, LoadsGrantsAndNamesInOrder) {
-  auto authz = Load(AppTokensYaml(false));
+  auto authz = LoadTestAuthorizer(AppTokensYaml(false));
   ASSERT_TRUE(authz.ok()) << authz.status();
   EXPECT_TRUE((*authz)->requires_token());
   EXPECT_THAT((*authz)->token_names(), ElementsAre("app", "admin"));
@@ -129,7 +89,7 @@ TEST(TokensFileTest, MistakesAreClearErrorsNamingTheField) {
       {"tokens: [\n", "tokens.yaml:2:1: invalid YAML"},
   };
   for (const Case& c : cases) {
-    auto authz = Load(c.yaml);
+    auto authz = LoadTestAuthorizer(c.yaml);
     ASSERT_FALSE(authz.ok()) << c.yaml;
     EXPECT_EQ(authz.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(authz.status().message(), HasSubstr(c.expected)) << c.yaml;
@@ -139,17 +99,18 @@ TEST(TokensFileTest, MistakesAreClearErrorsNamingTheField) {
 }
 
 TEST(TokensFileTest, SecretsNeedAllowSecrets) {
-  auto refused = Load(AppTokensYaml(true));
+  auto refused = LoadTestAuthorizer(AppTokensYaml(true));
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(),
               HasSubstr("tokens[2] (\"secret-reader\").resources: "
                         "\"secrets\": Secrets are withheld unless the sidecar "
                         "runs with --allow_secrets"));
-  EXPECT_TRUE(Load(AppTokensYaml(true), /*allow_secrets=*/true).ok());
+  EXPECT_TRUE(
+      LoadTestAuthorizer(AppTokensYaml(true), /*allow_secrets=*/true).ok());
 }
 
 TEST(TokensFileTest, TokenFileIndirectionRelativeToTheTokensFile) {
-  const std::string dir = TempDir();
+  const std::string dir = TestTempDir();
   WriteFile(dir + "/app.token", std::string(kAppToken) + "\n");
   const std::string tokens = dir + "/tokens.yaml";
   WriteFile(tokens,
@@ -177,7 +138,7 @@ TEST(TokensFileTest, TokenFileIndirectionRelativeToTheTokensFile) {
 }
 
 TEST(AuthenticateTest, BearerTokensOnly) {
-  auto authz = Load(AppTokensYaml(false));
+  auto authz = LoadTestAuthorizer(AppTokensYaml(false));
   ASSERT_TRUE(authz.ok()) << authz.status();
   const Authorizer& a = **authz;
   EXPECT_EQ(a.Authenticate(absl::nullopt).status().code(),
@@ -202,7 +163,7 @@ TEST(AuthenticateTest, BearerTokensOnly) {
 }
 
 TEST(CheckReadTest, ResourcesAndNamespaces) {
-  auto authz = Load(AppTokensYaml(true), /*allow_secrets=*/true);
+  auto authz = LoadTestAuthorizer(AppTokensYaml(true), /*allow_secrets=*/true);
   ASSERT_TRUE(authz.ok()) << authz.status();
   const Authorizer& a = **authz;
   const TokenGrant& app = **a.Authenticate(absl::StrCat("Bearer ", kAppToken));
@@ -233,7 +194,7 @@ TEST(CheckReadTest, ResourcesAndNamespaces) {
 }
 
 TEST(CheckRecordEventsTest, OnlyTokensWithRecordEventsInTheirNamespaces) {
-  auto authz = Load(
+  auto authz = LoadTestAuthorizer(
       "tokens:\n"
       "- name: app\n  token: app-token-0123456789\n  resources: [pods]\n"
       "  namespaces: [default]\n  recordEvents: true\n"
@@ -255,7 +216,7 @@ TEST(CheckRecordEventsTest, OnlyTokensWithRecordEventsInTheirNamespaces) {
   EXPECT_TRUE(
       open->CheckRecordEvents(**open->Authenticate(absl::nullopt), "x").ok());
 
-  auto bad = Load(
+  auto bad = LoadTestAuthorizer(
       "tokens:\n- name: a\n  token: abcdefghijklmnopq\n  resources: [pods]\n"
       "  recordEvents: maybe\n");
   ASSERT_FALSE(bad.ok());
@@ -318,7 +279,7 @@ class StreamingRefusals : public ::testing::Test {
   };
 
   void SetUp() override {
-    auto authz = Load(
+    auto authz = LoadTestAuthorizer(
         "tokens:\n- name: app\n  token: app-token-0123456789\n"
         "  resources: [pods]\n  recordEvents: true\n"
         "- name: reader\n  token: reader-token-0123456789\n"
