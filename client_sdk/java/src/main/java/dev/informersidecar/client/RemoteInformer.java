@@ -3,11 +3,9 @@ package dev.informersidecar.client;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.grpc.Channel;
 import io.grpc.Context;
-import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
-import io.grpc.stub.MetadataUtils;
 import informer.v1.InformerGrpc;
 import informer.v1.InformerOuterClass.Event;
 import informer.v1.InformerOuterClass.EventType;
@@ -28,7 +26,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.IntConsumer;
@@ -99,12 +96,10 @@ public final class RemoteInformer implements AutoCloseable {
   private final String resource;
   private final String namespace;
   private final String labelSelector;
-  private final String target;
-  private final Channel userChannel;
-  private final Metadata headers;
   private final ExecutorService ownedExecutor;
   private final SerialExecutor handlerExecutor;
   private final StreamHealth health;
+  private final StreamThread stream;
 
   private final Object lock = new Object();
   // Guarded by lock.
@@ -116,10 +111,6 @@ public final class RemoteInformer implements AutoCloseable {
   private String resumeToken;
   private int reconnects;
   private int resets;
-  private Context.CancellableContext call;
-  private boolean stopped;
-  private Thread thread;
-  private ManagedChannel ownedChannel;
 
   // Only touched by the reader thread.
   private boolean initialStateDone; // an INITIAL_STATE_DONE was applied
@@ -137,9 +128,8 @@ public final class RemoteInformer implements AutoCloseable {
     this.resource = b.resource;
     this.namespace = b.namespace;
     this.labelSelector = b.labelSelector;
-    this.target = b.target;
-    this.userChannel = b.channel;
-    this.headers = b.headers;
+    this.stream = new StreamThread(lock, "RemoteInformer", resource, b.target,
+        b.channel, b.headers);
     this.resumeToken = b.resumeToken;
     Backoff backoff = new Backoff(b.initialBackoff, b.maxBackoff, b.rand);
     String name = "RemoteInformer(" + resource + ")";
@@ -297,24 +287,7 @@ public final class RemoteInformer implements AutoCloseable {
 
   /** Starts the background thread reading the Watch stream. */
   public RemoteInformer start() {
-    synchronized (lock) {
-      if (thread != null) {
-        throw new IllegalStateException("RemoteInformer already started");
-      }
-      Channel ch = userChannel;
-      if (ch == null) {
-        ownedChannel = Sidecar.openChannel(target);
-        ch = ownedChannel;
-      }
-      InformerGrpc.InformerBlockingStub stub = InformerGrpc.newBlockingStub(ch);
-      if (headers != null) {
-        stub = stub.withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers));
-      }
-      final InformerGrpc.InformerBlockingStub s = stub;
-      thread = new Thread(() -> run(s), "RemoteInformer(" + resource + ")");
-      thread.setDaemon(true);
-      thread.start();
-    }
+    stream.start(ch -> run(InformerGrpc.newBlockingStub(ch)));
     return this;
   }
 
@@ -325,32 +298,12 @@ public final class RemoteInformer implements AutoCloseable {
    */
   @Override
   public void close() {
-    Thread t;
-    synchronized (lock) {
-      stopped = true;
-      if (call != null) {
-        call.cancel(null);
-      }
-      t = thread;
-      lock.notifyAll();
-    }
-    try {
-      if (t != null && t != Thread.currentThread()) {
-        t.join(10_000);
-      }
+    stream.close(() -> {
       handlerExecutor.awaitIdle(Duration.ofSeconds(10));
       if (ownedExecutor != null) {
         ownedExecutor.shutdown();
       }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
-    synchronized (lock) {
-      if (ownedChannel != null) {
-        ownedChannel.shutdownNow();
-        ownedChannel = null;
-      }
-    }
+    });
   }
 
   // ----- state -----
@@ -390,15 +343,7 @@ public final class RemoteInformer implements AutoCloseable {
 
   private boolean waitLocked(java.util.function.BooleanSupplier cond, Duration timeout)
       throws InterruptedException {
-    long deadline = System.nanoTime() + timeout.toNanos();
-    while (!cond.getAsBoolean()) {
-      long left = deadline - System.nanoTime();
-      if (left <= 0) {
-        return false;
-      }
-      TimeUnit.NANOSECONDS.timedWait(lock, left);
-    }
-    return true;
+    return StreamThread.awaitLocked(lock, cond, timeout);
   }
 
   /** The token of the last event processed. */
@@ -557,7 +502,7 @@ public final class RemoteInformer implements AutoCloseable {
       WatchRequest request;
       Context.CancellableContext ctx = Context.current().withCancellation();
       synchronized (lock) {
-        if (stopped) {
+        if (!stream.beginCallLocked(ctx)) {
           break;
         }
         request = WatchRequest.newBuilder().setResource(resource)
@@ -566,15 +511,11 @@ public final class RemoteInformer implements AutoCloseable {
         if (!first) {
           reconnects++;
         }
-        call = ctx;
       }
       first = false;
       Status failure = read(stub, request, ctx);
-      synchronized (lock) {
-        call = null;
-        if (stopped) {
-          break;
-        }
+      if (!stream.endCall()) {
+        break;
       }
       Duration delay = health.failed(failure.getCode(),
           failure.getDescription() == null ? "" : failure.getDescription(),
@@ -582,18 +523,8 @@ public final class RemoteInformer implements AutoCloseable {
       if (delay == null) {
         break; // final: reported, not retried
       }
-      if (failure.getCode() == Status.Code.UNAVAILABLE && ownedChannel != null) {
-        // The SDK's back-off paces reconnects, not the channel's (which
-        // grows to 120 s and would fail every attempt until then).
-        ownedChannel.resetConnectBackoff();
-      }
-      synchronized (lock) {
-        try {
-          waitLocked(() -> stopped, delay);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          break;
-        }
+      if (!stream.retryAfter(failure.getCode(), delay)) {
+        break;
       }
     }
   }

@@ -2,10 +2,8 @@ package dev.informersidecar.client;
 
 import io.grpc.Channel;
 import io.grpc.Context;
-import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
-import io.grpc.stub.MetadataUtils;
 import io.grpc.stub.StreamObserver;
 import informer.v1.WorkQueueGrpc;
 import informer.v1.Workqueue.Lease;
@@ -66,14 +64,12 @@ public final class WorkQueueWorker implements AutoCloseable {
 
   private final String queue;
   private final KeyHandler handler;
-  private final String target;
-  private final Channel userChannel;
-  private final Metadata headers;
   private final int credit;
   private final String name;
   private final Executor executor;
   private final ExecutorService ownedExecutor;
   private final StreamHealth health;
+  private final StreamThread stream;
 
   private final Object lock = new Object();
   // Guarded by lock.
@@ -81,13 +77,9 @@ public final class WorkQueueWorker implements AutoCloseable {
   private int busy;
   private final Set<Long> expired = new HashSet<>();
   private StreamObserver<LeaseRequest> outbox;
-  private Context.CancellableContext call;
   private int processed;
   private int failed;
   private int rejected;
-  private boolean stopped;
-  private Thread thread;
-  private ManagedChannel ownedChannel;
 
   private WorkQueueWorker(Builder b) {
     if (b.queue == null || b.queue.isEmpty()) {
@@ -98,9 +90,6 @@ public final class WorkQueueWorker implements AutoCloseable {
     }
     this.queue = b.queue;
     this.handler = b.handler;
-    this.target = b.target;
-    this.userChannel = b.channel;
-    this.headers = b.headers;
     this.credit = b.credit;
     this.name = b.name;
     if (b.executor != null) {
@@ -119,6 +108,8 @@ public final class WorkQueueWorker implements AutoCloseable {
         "WorkQueueWorker(" + queue + "): lease stream failed",
         "WorkQueueWorker(" + queue + "): lease stream works again", b.onError,
         b.onRecovered, Set.of(), Runnable::run);
+    stream = new StreamThread(lock, "WorkQueueWorker", queue, b.target,
+        b.channel, b.headers);
   }
 
   /** A builder of a worker of {@code queue} running {@code handler}. */
@@ -206,24 +197,7 @@ public final class WorkQueueWorker implements AutoCloseable {
 
   /** Starts the Lease stream on a background thread. */
   public WorkQueueWorker start() {
-    synchronized (lock) {
-      if (thread != null) {
-        throw new IllegalStateException("WorkQueueWorker already started");
-      }
-      Channel ch = userChannel;
-      if (ch == null) {
-        ownedChannel = Sidecar.openChannel(target);
-        ch = ownedChannel;
-      }
-      WorkQueueGrpc.WorkQueueStub stub = WorkQueueGrpc.newStub(ch);
-      if (headers != null) {
-        stub = stub.withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers));
-      }
-      final WorkQueueGrpc.WorkQueueStub s = stub;
-      thread = new Thread(() -> run(s), "WorkQueueWorker(" + queue + ")");
-      thread.setDaemon(true);
-      thread.start();
-    }
+    stream.start(ch -> run(WorkQueueGrpc.newStub(ch)));
     return this;
   }
 
@@ -233,32 +207,12 @@ public final class WorkQueueWorker implements AutoCloseable {
    */
   @Override
   public void close() {
-    Thread t;
-    synchronized (lock) {
-      stopped = true;
-      if (call != null) {
-        call.cancel(null);
-      }
-      t = thread;
-      lock.notifyAll();
-    }
-    try {
-      if (t != null && t != Thread.currentThread()) {
-        t.join(10_000);
-      }
+    stream.close(() -> {
       if (ownedExecutor != null) {
         ownedExecutor.shutdown();
         ownedExecutor.awaitTermination(10, TimeUnit.SECONDS);
       }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
-    synchronized (lock) {
-      if (ownedChannel != null) {
-        ownedChannel.shutdownNow();
-        ownedChannel = null;
-      }
-    }
+    });
   }
 
   /** Leases reported FORGET (the handler returned). */
@@ -309,16 +263,8 @@ public final class WorkQueueWorker implements AutoCloseable {
    */
   public boolean waitFor(Predicate<WorkQueueWorker> predicate, Duration timeout)
       throws InterruptedException {
-    long deadline = System.nanoTime() + timeout.toNanos();
     synchronized (lock) {
-      while (!predicate.test(this)) {
-        long left = deadline - System.nanoTime();
-        if (left <= 0) {
-          return false;
-        }
-        TimeUnit.NANOSECONDS.timedWait(lock, left);
-      }
-      return true;
+      return StreamThread.awaitLocked(lock, () -> predicate.test(this), timeout);
     }
   }
 
@@ -328,12 +274,11 @@ public final class WorkQueueWorker implements AutoCloseable {
       Context.CancellableContext ctx = Context.current().withCancellation();
       int gen;
       synchronized (lock) {
-        if (stopped) {
+        if (!stream.beginCallLocked(ctx)) {
           return;
         }
         gen = ++generation;
         expired.clear();
-        call = ctx;
       }
       StreamObserver<LeaseResponse> responses = new StreamObserver<>() {
         @Override
@@ -383,22 +328,13 @@ public final class WorkQueueWorker implements AutoCloseable {
         status = Status.fromThrowable(e.getCause());
       }
       ctx.cancel(null);
-      synchronized (lock) {
-        call = null;
-        if (stopped) {
-          return;
-        }
+      if (!stream.endCall()) {
+        return;
       }
       Duration delay = health.failed(status.getCode(),
           status.getDescription() == null ? "" : status.getDescription(),
           status.getCause(), "");
-      if (status.getCode() == Status.Code.UNAVAILABLE && ownedChannel != null) {
-        ownedChannel.resetConnectBackoff();
-      }
-      try {
-        waitFor(w -> w.stopped, delay);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
+      if (!stream.retryAfter(status.getCode(), delay)) {
         return;
       }
     }
