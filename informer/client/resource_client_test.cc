@@ -82,8 +82,12 @@ class ResourceClientTest : public ::testing::Test {
     });
   }
 
-  testing::TestServer srv_;
+  // Outlives srv_: the server runs handlers, which record here, until it
+  // is stopped (a request may still be in flight when the test body ends).
   Seen seen_;
+  testing::TestServer srv_;
+  // Destroyed first: closing its idle keep-alive connections lets the
+  // server stop at once instead of after its keep-alive timeout.
   std::unique_ptr<HttpTransport> transport_;
 };
 
@@ -185,21 +189,56 @@ TEST_F(ResourceClientTest, BadItemFailsTheListNamingRequestAndItem) {
 }
 
 // Serves a list of three pages chained by continue tokens "c2" and "c3";
-// page 3 ("c3") answers 410 when `expire_last` is set, and the request for
-// "c2" waits for `release_c2` when `stall_c2` is set.
+// page 3 ("c3") answers 410 after ExpireLast(), and the request for "c2"
+// waits for ReleaseC2() after StallC2() (both before the server starts).
+//
+// The handler owns the state (a shared_ptr), not this object: a request
+// can still be in the server when the test body ends (a prefetch the
+// client cancelled after sending it, a stalled page released at the end)
+// and the server runs its handler until the fixture stops it, after this
+// object is gone. A handler writing into a destroyed PagedServer (its
+// requests map) corrupted the heap on a loaded CI machine.
 class PagedServer {
  public:
-  explicit PagedServer(httplib::Server& srv) {
-    srv.Get("/api/v1/namespaces/demo/configmaps", [this](
-                                                      const httplib::Request&
-                                                          req,
-                                                      httplib::Response& res) {
+  explicit PagedServer(httplib::Server& srv)
+      : state_(std::make_shared<State>()) {
+    srv.Get(
+        "/api/v1/namespaces/demo/configmaps",
+        [state = state_](const httplib::Request& req, httplib::Response& res) {
+          state->Handle(req, res);
+        });
+  }
+
+  void StallC2() { state_->stall_c2 = true; }
+  void ReleaseC2() { state_->release_c2.Notify(); }
+  void ExpireLast() { state_->expire_last = true; }
+  int Requests(const std::string& token) {
+    absl::MutexLock lock(&state_->mu);
+    return state_->requests[token];
+  }
+  // Waits (bounded) until the server saw a request for `token`.
+  bool AwaitRequest(const std::string& token) {
+    State* const st = state_.get();
+    absl::MutexLock lock(&st->mu);
+    auto seen = [st, &token]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st->mu) {
+      return st->requests[token] > 0;
+    };
+    return st->mu.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
+  }
+  bool SawResourceVersionWithContinue() {
+    absl::MutexLock lock(&state_->mu);
+    return state_->with_rv;
+  }
+
+ private:
+  struct State {
+    void Handle(const httplib::Request& req, httplib::Response& res) {
       const std::string token = req.get_param_value("continue");
       {
-        absl::MutexLock lock(&mu_);
-        ++requests_[token];
+        absl::MutexLock lock(&mu);
+        ++requests[token];
         if (!token.empty() && !req.get_param_value("resourceVersion").empty()) {
-          with_rv_ = true;
+          with_rv = true;
         }
       }
       if (token == "c2" && stall_c2) {
@@ -223,34 +262,18 @@ class PagedServer {
                         "-", i, R"("}})");
       }
       res.set_content(body + "]}", "application/json");
-    });
-  }
+    }
 
-  int Requests(const std::string& token) {
-    absl::MutexLock lock(&mu_);
-    return requests_[token];
-  }
-  // Waits (bounded) until the server saw a request for `token`.
-  bool AwaitRequest(const std::string& token) {
-    absl::MutexLock lock(&mu_);
-    auto seen = [this, &token]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return requests_[token] > 0;
-    };
-    return mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
-  }
-  bool SawResourceVersionWithContinue() {
-    absl::MutexLock lock(&mu_);
-    return with_rv_;
-  }
+    // Set before the server starts, read-only afterwards.
+    bool stall_c2 = false;
+    bool expire_last = false;
+    absl::Notification release_c2;
+    absl::Mutex mu;
+    std::map<std::string, int> requests ABSL_GUARDED_BY(mu);
+    bool with_rv ABSL_GUARDED_BY(mu) = false;
+  };
 
-  bool stall_c2 = false;
-  bool expire_last = false;
-  absl::Notification release_c2;
-
- private:
-  absl::Mutex mu_;
-  std::map<std::string, int> requests_ ABSL_GUARDED_BY(mu_);
-  bool with_rv_ ABSL_GUARDED_BY(mu_) = false;
+  const std::shared_ptr<State> state_;
 };
 
 ListOptions Page(const std::string& token) {
@@ -401,7 +424,7 @@ TEST_F(ResourceClientTest, EveryNextPageIsRequestedBeforeThePagerAsks) {
 
 TEST_F(ResourceClientTest, PrefetchedErrorIsReturnedAsIs) {
   PagedServer pages(srv_.server());
-  pages.expire_last = true;
+  pages.ExpireLast();
   StartAndConnect();
   ResourceClient client(transport_.get(), ConfigMaps(), "demo");
   ASSERT_TRUE(client.List(Page("")).ok());
@@ -429,7 +452,7 @@ TEST_F(ResourceClientTest, OtherRequestDiscardsThePrefetchedPage) {
 
 TEST_F(ResourceClientTest, DestroyingTheClientCancelsAStalledPrefetch) {
   PagedServer pages(srv_.server());
-  pages.stall_c2 = true;
+  pages.StallC2();
   StartAndConnect();
   {
     ResourceClient client(transport_.get(), ConfigMaps(), "demo");
@@ -438,7 +461,7 @@ TEST_F(ResourceClientTest, DestroyingTheClientCancelsAStalledPrefetch) {
     // The server holds "c2" until after the client is gone: without the
     // cancellation, this destructor would wait for it forever.
   }
-  pages.release_c2.Notify();
+  pages.ReleaseC2();
 }
 
 TEST_F(ResourceClientTest, NoPrefetchWhenDisabled) {
