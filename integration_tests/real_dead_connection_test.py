@@ -17,10 +17,19 @@ still work:
 Either way a ConfigMap created after the failure reaches the sidecar's
 cache within a few seconds, by a re-watch from the last resourceVersion
 (watch restarts rise, relists do not), and the detection is logged once
-with its cause. Every wait polls a condition against a deadline.
+with its cause.
+
+A third case stalls the initial LIST (--watch_list=off) in the middle of
+its body: the relay forwards the first 64 KiB of the connection that
+carries it (about 1 MB: 400 ConfigMaps of 2 KiB) and then nothing, and
+--api_stall_timeout=2s fails it; the retried list, on a new connection,
+syncs the sidecar well within the default 30 s stall. Every wait polls a
+condition against a deadline.
 """
 
+import concurrent.futures
 import ctypes
+import json
 import os
 import socket
 import subprocess
@@ -45,19 +54,27 @@ IDLE_CAUSES = ("received no data for 3s",)
 # ETIMEDOUT) instead. Either names the cause.
 TCP_CAUSES = ("connection dead: no TCP acknowledgement",
               "Recv failure: Connection timed out")
-# The default timers would take 75 s (idle) and about 37 s (TCP).
+# The default timers would take 75 s (idle), about 37 s (TCP) and about
+# 35 s (stall).
 BOUND = 20.0
+# What the relay forwards of the LIST's connection before it stalls: past
+# the TLS handshake and the response's headers, well short of its body.
+STALL_AFTER = 64 * 1024
+# libcurl's low-speed abort, as the transport reports it.
+STALL_CAUSE = "Operation too slow"
 
 
 class _Pair:
     """One relayed connection: the sidecar's socket and the API server's.
     Frozen, it forwards nothing more either way but keeps both open."""
 
-    def __init__(self, client, upstream):
+    def __init__(self, client, upstream, relay):
         self.client = client
         self.upstream = upstream
+        self.relay = relay
         self.client_port = client.getpeername()[1]
         self.frozen = threading.Event()
+        self.received = 0  # bytes forwarded from the API server
 
     def pump(self, src, dst, closed):
         try:
@@ -65,6 +82,8 @@ class _Pair:
                 data = src.recv(65536)
                 if not data or self.frozen.is_set():
                     break
+                if src is self.upstream:
+                    data = self.relay.count(self, data)
                 dst.sendall(data)
         except OSError:
             pass
@@ -81,10 +100,16 @@ class _Pair:
 class Relay:
     """A TCP relay on 127.0.0.1 (port 0) to `upstream_port`, a thread per
     direction per connection. freeze() stops every connection it holds
-    now; connections accepted later are relayed as before."""
+    now; connections accepted later are relayed as before. With
+    `freeze_after`, the first connection to carry more than that many
+    bytes from the API server forwards exactly that many and is then
+    frozen (in the middle of a response); the others are relayed as
+    before."""
 
-    def __init__(self, upstream_port):
+    def __init__(self, upstream_port, freeze_after=None):
         self.upstream_port = upstream_port
+        self.freeze_after = freeze_after
+        self.frozen_mid_body = None  # the _Pair frozen by freeze_after
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(64)
@@ -103,13 +128,29 @@ class Relay:
                 upstream.settimeout(None)
             except OSError:
                 continue
-            pair = _Pair(client, upstream)
+            pair = _Pair(client, upstream, self)
             with self.lock:
                 self.pairs.append(pair)
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=pair.pump,
                                  args=(src, dst, self.closed),
                                  daemon=True).start()
+
+    def count(self, pair, data):
+        """What of `data`, read from the API server on `pair`, to forward;
+        freezes `pair` once it is the first to reach freeze_after."""
+        with self.lock:
+            if self.freeze_after is None or self.frozen_mid_body:
+                pair.received += len(data)
+                return data
+            room = self.freeze_after - pair.received
+            if len(data) <= room:
+                pair.received += len(data)
+                return data
+            self.frozen_mid_body = pair
+            pair.frozen.set()
+            pair.received += room
+            return data[:room]
 
     def client_ports(self):
         """The sidecar-side ports of the connections accepted so far."""
@@ -311,6 +352,42 @@ class DeadConnectionAgainstRealServerTest(unittest.TestCase):
         self.await_recovery(restarts, relists, IDLE_CAUSES)
         self.assertTrue(self.relay.client_ports() - frozen,
                         "no connection was made after the freeze")
+
+    def test_list_stalled_mid_body_is_noticed_by_the_stall_timeout(self):
+        # 400 ConfigMaps of 2 KiB incompressible data: a LIST body of
+        # about 1 MB, many TCP windows past what the relay forwards.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda i: self.cp.api(
+                "POST", "/api/v1/namespaces/%s/configmaps" % NS,
+                {"metadata": {"name": "big-%03d" % i},
+                 "data": {"v": os.urandom(1024).hex()}}), range(400)))
+        body = len(json.dumps(self.cp.api(
+            "GET", "/api/v1/namespaces/%s/configmaps" % NS)))
+        self.assertGreater(body, 8 * STALL_AFTER)
+        self.relay.freeze_after = STALL_AFTER
+        started = time.monotonic()
+        self.start_sidecar(["--watch_list=off", "--api_stall_timeout=2s"])
+        synced = time.monotonic() - started
+        stalled = self.relay.frozen_mid_body
+        log = self.sidecar.log()
+        self.assertIsNotNone(stalled, "no connection carried %d bytes: %s"
+                             % (STALL_AFTER, log))
+        self.assertLess(synced, BOUND, log)
+        self.assertTrue(self.relay.client_ports() - {stalled.client_port},
+                        "no connection was made after the stall")
+        self.assertEqual(stalled.received, STALL_AFTER)
+        print("%s: a %d-byte LIST stalled after %d bytes; synced %.1fs "
+              "after the start" % (self.id().rsplit(".", 1)[-1], body,
+                                   stalled.received, synced))
+        detections = [line for line in log.splitlines()
+                      if STALL_CAUSE in line and "configmaps" in line]
+        self.assertEqual(len(detections), 1, log)
+        self.assertIn("GET /api/v1/namespaces/%s/configmaps" % NS,
+                      detections[0])
+        print("logged: " + detections[0])
+        # Failed and retried: listed again (a first list, not a relist).
+        self.assertGreaterEqual(log.count("configmaps: listing"), 2, log)
+        self.assertEqual(self.counters()[1], 0, log)
 
     def test_dropped_packets_are_noticed_by_the_tcp_timeout(self):
         why_not = NFT_UNAVAILABLE
