@@ -14,6 +14,7 @@
 #include <mutex>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -290,8 +291,18 @@ std::string ProtocolName(CURL* h) {
 
 }  // namespace
 
-// A CURLSH whose connection cache, DNS cache and TLS sessions are shared by
-// all unary requests (keep-alive across requests and threads).
+// A CURLSH whose DNS cache and TLS sessions are shared by all unary
+// requests, and the idle easy handles of unary requests.
+//
+// The connection cache is deliberately NOT shared (CURL_LOCK_DATA_CONNECT):
+// libcurl documents sharing connections between concurrent threads as
+// unsupported even with lock callbacks, and its bug tracker has crashes and
+// heap corruption from exactly that (a connection closed or reused by two
+// threads at once). Requests run concurrently here (a page prefetch next
+// to the pager's request, informers listing side by side). Instead each
+// easy handle keeps its own connections, and a finished request's handle
+// is kept for the next one: one thread at a time uses it, and consecutive
+// requests still reuse its connection.
 class HttpTransport::Share {
  public:
   Share() {
@@ -299,15 +310,48 @@ class HttpTransport::Share {
     curl_share_setopt(share_, CURLSHOPT_LOCKFUNC, &Share::Lock);
     curl_share_setopt(share_, CURLSHOPT_UNLOCKFUNC, &Share::Unlock);
     curl_share_setopt(share_, CURLSHOPT_USERDATA, this);
-    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
     curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
   }
-  ~Share() { curl_share_cleanup(share_); }
+  ~Share() {
+    // The handles first: a share still in use cannot be cleaned up.
+    for (CURL* h : idle_) curl_easy_cleanup(h);
+    curl_share_cleanup(share_);
+  }
   CURLSH* get() const { return share_; }
   std::atomic<int> connections{0};
 
+  // An easy handle for one unary request, with default options: the most
+  // recently released one (its connection still open), else a new one.
+  CURL* Acquire() {
+    {
+      absl::MutexLock lock(&idle_mu_);
+      if (!idle_.empty()) {
+        CURL* h = idle_.back();
+        idle_.pop_back();
+        return h;
+      }
+    }
+    return curl_easy_init();
+  }
+  // Keeps `h` (no transfer running on it) for a later request. At most
+  // kMaxIdle are kept: each holds a receive buffer and connections.
+  void Release(CURL* h) {
+    // Options back to defaults now, so that no idle handle points at the
+    // finished request's buffers and callbacks; live connections stay.
+    curl_easy_reset(h);
+    {
+      absl::MutexLock lock(&idle_mu_);
+      if (idle_.size() < kMaxIdle) {
+        idle_.push_back(h);
+        return;
+      }
+    }
+    curl_easy_cleanup(h);
+  }
+
  private:
+  static constexpr size_t kMaxIdle = 4;
   // libcurl's lock protocol is callback based, so the analysis cannot
   // follow it.
   static void Lock(CURL*, curl_lock_data data, curl_lock_access,
@@ -321,6 +365,8 @@ class HttpTransport::Share {
   static constexpr int kLocks = CURL_LOCK_DATA_LAST;
   absl::Mutex mu_[kLocks];
   CURLSH* share_;
+  absl::Mutex idle_mu_;
+  std::vector<CURL*> idle_ ABSL_GUARDED_BY(idle_mu_);
 };
 
 absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
@@ -461,7 +507,7 @@ uint64_t HttpTransport::bytes_received() const {
 
 void* HttpTransport::NewHandle(const HttpRequest& req, const Credentials& creds,
                                bool streaming, curl_slist** headers) const {
-  CURL* h = curl_easy_init();
+  CURL* h = streaming ? curl_easy_init() : share_->Acquire();
   std::string url = base_url_ + req.path;
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -577,7 +623,7 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
   }
   HttpResponse resp;
   resp.protocol = ProtocolName(h);
-  curl_easy_cleanup(h);
+  share_->Release(h);
   curl_slist_free_all(headers);
   curl_slist_free_all(connect_to);
   if (options_.observer) {

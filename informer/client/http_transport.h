@@ -7,9 +7,11 @@
 //   roots); insecure-skip-tls-verify and tls-server-name as in kubeconfig.
 //   Client certificates are handed to libcurl from memory (blobs), so exec
 //   plugins' certificates never touch the disk.
-// * Keep-alive: unary requests share one connection cache (a CURLSH share
-//   handle), so consecutive requests reuse connections. Each watch gets its
-//   own connection (HTTP/1.1), which is what the API server emulator speaks.
+// * Keep-alive: a unary request's easy handle, with its open connection,
+//   is kept for the next request (never shared by two threads at once), so
+//   consecutive requests reuse connections; DNS and TLS sessions are shared
+//   by all. Each watch gets its own connection (HTTP/1.1), which is what
+//   the API server emulator speaks.
 // * HTTP/1.1 is the default and HTTP/2 is opt-in (RestConfig::http2).
 //   Why: every watch is a long-lived streaming response; over HTTP/1.1 it
 //   owns one connection, which is what the API server emulator speaks and
