@@ -74,8 +74,9 @@ TEST(SidecarApiTimeoutsE2eTest, IdleTimeoutFlagBoundsASilentWatch) {
   emu.StallWatches(&pods);
   ASSERT_TRUE(PollUntil([&] { return emu.request_counts().watch > watches; }))
       << "the silent watch was never replaced";
+  // No lower bound: the idle timer runs from the watch's last byte, which
+  // came before the stall; the log line below shows which timer fired.
   const absl::Duration replaced = absl::Now() - stalled;
-  EXPECT_GE(replaced, absl::Seconds(2));
   EXPECT_LT(replaced, absl::Seconds(15));
   std::cerr << "silent watch replaced after " << replaced << "\n";
   ASSERT_TRUE(PollUntil([&] {

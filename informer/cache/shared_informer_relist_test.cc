@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "informer/cache/shared_informer.h"
 #include "informer/cache/testing/fake_source.h"
@@ -232,6 +234,14 @@ TEST_F(RelistTest, OnlyWhatChangedBecomesNewsAndTheCacheKeepsItsObjects) {
   const auto [now, old] = resyncing_.Objects("sync same");
   EXPECT_EQ(now.get(), before_["ns/same"].get());
   EXPECT_EQ(old.get(), before_["ns/same"].get());
+  // The reflector records the relist's RV after the handlers have heard of
+  // it, so wait for it rather than read it at once.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (informer_->LastAppliedResourceVersion() !=
+             source_.CurrentResourceVersion() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   EXPECT_EQ(informer_->LastAppliedResourceVersion(),
             source_.CurrentResourceVersion());
 }

@@ -780,9 +780,12 @@ TEST_F(WatchStreamTest, QuietStreamGetsBookmark) {
     read_ok = ReadOne(call.get(), &state, &resp);
     got.Notify();
   });
-  // The ticker skips a stream whose last write has not completed yet, so
-  // keep advancing time (one tick at a time) until the bookmark arrives.
-  for (int i = 0; i < 100 && !got.HasBeenNotified(); ++i) {
+  // The ticker skips a stream whose last write has not completed yet (slow
+  // under ASan on a loaded machine), so keep advancing time, one tick at a
+  // time, until the bookmark arrives.
+  const absl::Time deadline = absl::Now() + absl::Seconds(50);
+  while (!got.WaitForNotificationWithTimeout(absl::Milliseconds(5)) &&
+         absl::Now() < deadline) {
     clock_.WaitForWaiters(1);  // the bookmark ticker
     clock_.Advance(absl::Seconds(10));
   }
