@@ -4,6 +4,8 @@
 //   kube_emulator --port=0 --print_port_file=/tmp/port --tls
 //   --token=admin-token --token=nobody-token:nobody:deny --seed_pods=1000
 //   kube_emulator --seed_configmaps=50000 --serve_bytes_per_sec=1.55e8
+//   kube_emulator --seed_pods=150000 --seed_pod_namespaces=100
+//   --seed_pod_nodes=5000 --serve_bytes_per_sec=7.5e7
 //
 // With --tls the generated CA is written to --ca_file (and served at
 // GET /_emulator/ca.crt). Faults are armed over HTTP (no authentication;
@@ -59,6 +61,11 @@ ABSL_FLAG(std::string, ca_file, "", "With --tls: write the CA PEM here.");
 ABSL_FLAG(std::string, print_port_file, "",
           "Write the bound port here once serving (atomically, via rename).");
 ABSL_FLAG(int, seed_pods, 0, "Seed this many ~6 KiB Pods in 'benchpods'.");
+ABSL_FLAG(int, seed_pod_namespaces, 0,
+          "With --seed_pods: spread the Pods over this many namespaces "
+          "(tenant-000, ...), owned by ReplicaSets, instead of 'benchpods'.");
+ABSL_FLAG(int, seed_pod_nodes, 5000,
+          "With --seed_pod_namespaces: node names the Pods are spread over.");
 ABSL_FLAG(int, seed_configmaps, 0,
           "Seed this many ConfigMaps with 1 KiB of data (~1.5 KB of JSON) "
           "in 'benchcms'.");
@@ -162,7 +169,20 @@ int main(int argc, char** argv) {
     options.tokens.push_back(t);
   }
 
+  const int pod_namespaces = absl::GetFlag(FLAGS_seed_pod_namespaces);
+  if (pod_namespaces > 0) options.seed_pods = 0;  // seeded spread out below
   emulator::EmulatorWithFaults emu(options);
+  if (pod_namespaces > 0) {
+    emulator::PodSpread spread;
+    spread.namespaces = pod_namespaces;
+    spread.nodes = absl::GetFlag(FLAGS_seed_pod_nodes);
+    absl::Status seeded = emulator::SeedSpreadPods(
+        emu.store(), emu.registry(), absl::GetFlag(FLAGS_seed_pods), spread);
+    if (!seeded.ok()) {
+      LOG(ERROR) << "cannot seed: " << seeded;
+      return 1;
+    }
+  }
   absl::Status started = emu.Start();
   if (!started.ok()) {
     LOG(ERROR) << "cannot start: " << started;

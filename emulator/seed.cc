@@ -32,8 +32,8 @@ std::string ContainerFields() {
       "config\\\"}\":{\".\":{},\"f:mountPath\":{},\"f:name\":{}}}}");
 }
 
-std::string Container(absl::string_view name, absl::string_view image,
-                      int app) {
+std::string Container(absl::string_view name, absl::string_view image, int app,
+                      absl::string_view token_volume) {
   std::string env;
   for (int i = 0; i < 8; ++i) {
     absl::StrAppend(&env, i ? "," : "", "{\"name\":\"VAR_", i,
@@ -45,8 +45,9 @@ std::string Container(absl::string_view name, absl::string_view image,
       env,
       "],\"resources\":{\"limits\":{\"cpu\":\"500m\",\"memory\":\"256Mi\"},"
       "\"requests\":{\"cpu\":\"100m\",\"memory\":\"128Mi\"}},\"volumeMounts\":"
-      "[{\"name\":\"config\",\"mountPath\":\"/etc/config\"},{\"name\":\"kube-"
-      "api-access\",\"readOnly\":true,\"mountPath\":\"/var/run/secrets/"
+      "[{\"name\":\"config\",\"mountPath\":\"/etc/config\"},{\"name\":\"",
+      token_volume,
+      "\",\"readOnly\":true,\"mountPath\":\"/var/run/secrets/"
       "kubernetes.io/serviceaccount\"}],\"readinessProbe\":{\"httpGet\":{"
       "\"path\":\"/ready\",\"port\":8080,\"scheme\":\"HTTP\"},"
       "\"timeoutSeconds\":1,\"periodSeconds\":10,\"successThreshold\":1,"
@@ -99,18 +100,42 @@ std::string PodJson(const PodParams& p) {
         OwnerRef("apps/v1", p.owner_kind, p.owner_name, p.owner_uid));
   }
   std::string fields = ContainerFields();
+  const std::string hash_label =
+      p.template_hash.empty()
+          ? ""
+          : absl::StrCat("\"pod-template-hash\":\"", p.template_hash, "\",");
+  const std::string generate_name =
+      p.template_hash.empty()
+          ? ""
+          : absl::StrCat("\"generateName\":\"", p.owner_name, "-\",");
+  const std::string hash_field =
+      p.template_hash.empty() ? "" : "\"f:pod-template-hash\":{},";
+  const std::string owner_field =
+      p.owner_kind.empty()
+          ? ""
+          : absl::StrCat(
+                ",\"f:ownerReferences\":{\".\":{},\"k:{\\\"uid\\\":"
+                "\\\"",
+                p.owner_uid, "\\\"}\":{}}");
+  const std::string token_volume =
+      absl::StrCat("kube-api-access", p.token_volume_suffix.empty() ? "" : "-",
+                   p.token_volume_suffix);
   return absl::StrCat(
       "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"",
-      p.name, "\",\"namespace\":\"", p.ns, "\",\"labels\":{\"app\":\"app-",
-      p.app, "\",\"shard\":\"", p.app % 4,
+      p.name, "\",", generate_name, "\"namespace\":\"", p.ns,
+      "\",\"labels\":{\"app\":\"app-", p.app, "\",", hash_label, "\"shard\":\"",
+      p.app % 4,
       "\",\"tier\":\"web\"},\"annotations\":{\"example.com/owner\":\"team-",
       p.app, "\"}", owner,
       ",\"managedFields\":[{\"manager\":\"kube-controller-manager\","
       "\"operation\":\"Update\",\"apiVersion\":\"v1\",\"time\":\"",
       p.timestamp,
       "\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:"
-      "annotations\":{\".\":{},\"f:example.com/owner\":{}},\"f:labels\":{"
-      "\".\":{},\"f:app\":{},\"f:shard\":{},\"f:tier\":{}}},\"f:spec\":{\"f:"
+      "annotations\":{\".\":{},\"f:example.com/owner\":{}},",
+      p.template_hash.empty() ? "" : "\"f:generateName\":{},",
+      "\"f:labels\":{\".\":{},\"f:app\":{},", hash_field,
+      "\"f:shard\":{},\"f:tier\":{}}", owner_field,
+      "},\"f:spec\":{\"f:"
       "containers\":{\"k:{\\\"name\\\":\\\"main\\\"}\":",
       fields, ",\"k:{\\\"name\\\":\\\"sidecar\\\"}\":", fields,
       "},\"f:dnsPolicy\":{},\"f:enableServiceLinks\":{},\"f:nodeName\":{},"
@@ -120,17 +145,17 @@ std::string PodJson(const PodParams& p) {
       "defaultMode\":{},\"f:name\":{}},\"f:name\":{}}}}}}]},"
       "\"spec\":{\"volumes\":[{\"name\":\"config\",\"configMap\":{\"name\":"
       "\"app-",
-      p.app,
-      "-config\",\"defaultMode\":420}},{\"name\":\"kube-api-access\","
-      "\"projected\":{\"sources\":[{\"serviceAccountToken\":{"
+      p.app, "-config\",\"defaultMode\":420}},{\"name\":\"", token_volume,
+      "\",\"projected\":{\"sources\":[{\"serviceAccountToken\":{"
       "\"expirationSeconds\":3607,\"path\":\"token\"}},{\"configMap\":{"
       "\"name\":\"kube-root-ca.crt\",\"items\":[{\"key\":\"ca.crt\",\"path\":"
       "\"ca.crt\"}]}},{\"downwardAPI\":{\"items\":[{\"path\":\"namespace\","
       "\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"metadata."
       "namespace\"}}]}}],\"defaultMode\":420}}],\"containers\":[",
       Container("main", absl::StrCat("registry.example/app-", p.app, ":1.0"),
-                p.app),
-      ",", Container("sidecar", "registry.example/proxy:2.1", p.app),
+                p.app, token_volume),
+      ",",
+      Container("sidecar", "registry.example/proxy:2.1", p.app, token_volume),
       "],\"restartPolicy\":\"Always\",\"terminationGracePeriodSeconds\":30,"
       "\"dnsPolicy\":\"ClusterFirst\",\"serviceAccountName\":\"default\","
       "\"serviceAccount\":\"default\",\"nodeName\":\"",
@@ -165,6 +190,79 @@ absl::Status SeedPods(ObjectStore& store, const ResourceRegistry& registry,
                                i & 255);
     absl::StatusOr<StoredObjectPtr> pod = store.Create(pods, ns, PodJson(p));
     if (!pod.ok()) return pod.status();
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A deterministic stand-in for a random string of `n` characters of
+// `alphabet` (the same for the same seed, so every run seeds alike).
+std::string Pseudo(uint64_t seed, int n, absl::string_view alphabet) {
+  std::string out;
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+  for (int i = 0; i < n; ++i) {
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    out.push_back(alphabet[x % alphabet.size()]);
+  }
+  return out;
+}
+
+// The UID of the ReplicaSet of app `app` in namespace number `ns`.
+std::string ReplicaSetUid(int ns, int app) {
+  const std::string h =
+      Pseudo(static_cast<uint64_t>(ns) * 1000 + app, 32, "0123456789abcdef");
+  return absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4),
+                      "-", h.substr(16, 4), "-", h.substr(20, 12));
+}
+
+// kube-controller-manager's alphabets: pod-template-hash (SafeEncodeString
+// of a hash) and generateName suffixes (utilrand.String).
+constexpr absl::string_view kSafeAlphabet = "bcdfghjklmnpqrstvwxz2456789";
+
+}  // namespace
+
+absl::Status SeedSpreadPods(ObjectStore& store,
+                            const ResourceRegistry& registry, int count,
+                            const PodSpread& spread) {
+  if (spread.namespaces < 1 || spread.nodes < 1 ||
+      spread.apps_per_namespace < 1) {
+    return absl::InvalidArgumentError(
+        "pod spread: namespaces, nodes and apps must be >= 1");
+  }
+  const ResourceInfo& namespaces = MustFind(registry, "namespaces");
+  const ResourceInfo& pods = MustFind(registry, "pods");
+  for (int n = 0; n < spread.namespaces; ++n) {
+    absl::StatusOr<StoredObjectPtr> s =
+        Ensure(store, namespaces, "",
+               NamespaceJson(absl::StrFormat("tenant-%03d", n)));
+    if (!s.ok()) return s.status();
+  }
+  for (int i = 0; i < count; ++i) {
+    const int ns = i % spread.namespaces;
+    const int app = (i / spread.namespaces) % spread.apps_per_namespace;
+    PodParams p;
+    p.ns = absl::StrFormat("tenant-%03d", ns);
+    p.app = app;
+    p.template_hash =
+        Pseudo(static_cast<uint64_t>(ns) * 1000 + app, 10, kSafeAlphabet);
+    p.owner_kind = "ReplicaSet";
+    p.owner_name = absl::StrCat("app-", app, "-", p.template_hash);
+    p.owner_uid = ReplicaSetUid(ns, app);
+    p.name = absl::StrCat(p.owner_name, "-",
+                          Pseudo(0x100000000ull + i, 5, kSafeAlphabet));
+    p.token_volume_suffix = Pseudo(0x200000000ull + i, 5, kSafeAlphabet);
+    p.node = absl::StrFormat("node-%04d", i % spread.nodes);
+    p.pod_ip = absl::StrFormat("10.%d.%d.%d", 64 + ((i >> 16) & 63),
+                               (i >> 8) & 255, i & 255);
+    absl::StatusOr<StoredObjectPtr> pod = store.Create(pods, p.ns, PodJson(p));
+    if (!pod.ok()) {
+      return absl::Status(pod.status().code(),
+                          absl::StrCat("pod ", p.ns, "/", p.name, ": ",
+                                       pod.status().message()));
+    }
   }
   return absl::OkStatus();
 }

@@ -29,6 +29,11 @@ struct PodParams {
   std::string owner_uid;
   std::string pod_ip;
   std::string timestamp = "2026-11-30T18:06:29Z";  // managedFields time
+  // Set for Pods a ReplicaSet made (SeedSpreadPods): the pod-template-hash
+  // label and the random suffix of the service account token volume, as
+  // kube-controller-manager and the ServiceAccount admission name them.
+  std::string template_hash;
+  std::string token_volume_suffix;
 };
 std::string PodJson(const PodParams& params);
 
@@ -36,6 +41,24 @@ std::string PodJson(const PodParams& params);
 // over 100 nodes and 10 apps. Fails on the first store error.
 absl::Status SeedPods(ObjectStore& store, const ResourceRegistry& registry,
                       int count, absl::string_view ns = "benchpods");
+
+// How SeedSpreadPods spreads Pods: over `namespaces` namespaces
+// (tenant-000, tenant-001, ...), each holding `apps_per_namespace`
+// Deployments' ReplicaSets, and over `nodes` node names (node-0000, ...).
+struct PodSpread {
+  int namespaces = 100;
+  int nodes = 5000;
+  int apps_per_namespace = 10;
+};
+
+// Creates the namespaces and `count` Pods of PodJson's shape as a cluster
+// of ReplicaSets has them: Pod i is in namespace i % namespaces (so every
+// namespace gets count / namespaces, give or take one), named
+// <app>-<template hash>-<5 letters> with the ReplicaSet as its controller
+// owner, on node i % nodes. Deterministic: the same objects every run.
+absl::Status SeedSpreadPods(ObjectStore& store,
+                            const ResourceRegistry& registry, int count,
+                            const PodSpread& spread);
 
 // Creates namespace `ns` (if absent) and `count` ConfigMaps cm-000000...,
 // each with one key of `data_bytes` pseudo-random letters and digits (gzip

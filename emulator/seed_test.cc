@@ -1,9 +1,11 @@
 #include "emulator/seed.h"
 
+#include <map>
 #include <set>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "informer/util/clock.h"
 
@@ -36,6 +38,63 @@ TEST_F(SeedTest, PodsAreRealisticallySized) {
   EXPECT_TRUE(absl::StrContains((*pod)->body, "\"managedFields\""));
   EXPECT_EQ(*LookupPair((*pod)->fields, "spec.nodeName"), "node-007");
   EXPECT_EQ(*LookupPair((*pod)->labels, "app"), "app-7");
+}
+
+TEST_F(SeedTest, SpreadPodsAreOwnedByReplicaSetsAcrossNamespacesAndNodes) {
+  PodSpread spread;
+  spread.namespaces = 4;
+  spread.nodes = 7;
+  ASSERT_TRUE(SeedSpreadPods(*store_, *registry_, 40, spread).ok());
+  EXPECT_EQ(store_->Count(R("pods")), 40u);
+  EXPECT_EQ(store_->Count(R("namespaces")), 4u);
+  ListRequest all;
+  absl::StatusOr<ListResult> pods = store_->List(R("pods"), all);
+  ASSERT_TRUE(pods.ok());
+  std::map<std::string, int> per_ns;
+  std::set<std::string> nodes, names;
+  for (const auto& pod : pods->items) {
+    ++per_ns[pod->ns];
+    nodes.insert(std::string(*LookupPair(pod->fields, "spec.nodeName")));
+    names.insert(pod->name);
+    const std::string hash(*LookupPair(pod->labels, "pod-template-hash"));
+    EXPECT_EQ(hash.size(), 10u);
+    const std::string app(*LookupPair(pod->labels, "app"));
+    // <app>-<template hash>-<5 letters>, as a ReplicaSet names its Pods.
+    EXPECT_TRUE(absl::StartsWith(pod->name, absl::StrCat(app, "-", hash, "-")))
+        << pod->name;
+    EXPECT_EQ(pod->name.size(), app.size() + 1 + 10 + 1 + 5);
+    EXPECT_TRUE(absl::StrContains(
+        pod->body, absl::StrCat("\"generateName\":\"", app, "-", hash)));
+    EXPECT_TRUE(absl::StrContains(pod->body, "\"kind\":\"ReplicaSet\""));
+    EXPECT_TRUE(absl::StrContains(pod->body, "\"f:ownerReferences\""));
+    EXPECT_GT(pod->body.size(), 5000u);
+    EXPECT_LT(pod->body.size(), 8000u);
+  }
+  EXPECT_EQ(per_ns.size(), 4u);
+  for (const auto& [ns, n] : per_ns) {
+    EXPECT_TRUE(absl::StartsWith(ns, "tenant-00")) << ns;
+    EXPECT_EQ(n, 10) << ns;
+  }
+  EXPECT_EQ(nodes.size(), 7u);
+  EXPECT_TRUE(nodes.count("node-0006"));
+  EXPECT_EQ(names.size(), 40u) << "names are unique";
+  // Deterministic: a second store seeded alike holds the same names.
+  ObjectStore::Options o;
+  o.clock = &clock_;
+  ObjectStore again(o);
+  ASSERT_TRUE(SeedSpreadPods(again, *registry_, 40, spread).ok());
+  absl::StatusOr<ListResult> pods2 = again.List(R("pods"), all);
+  ASSERT_TRUE(pods2.ok());
+  std::set<std::string> names2;
+  for (const auto& pod : pods2->items) names2.insert(pod->name);
+  EXPECT_EQ(names, names2);
+}
+
+TEST_F(SeedTest, SpreadPodsRejectAnEmptySpread) {
+  PodSpread spread;
+  spread.nodes = 0;
+  EXPECT_EQ(SeedSpreadPods(*store_, *registry_, 1, spread).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SeedTest, ConfigMapsHaveAKibOfDataAndAboutOneAndAHalfKbOfJson) {
