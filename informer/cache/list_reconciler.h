@@ -14,9 +14,10 @@
 namespace informer {
 
 // The one place where a list of the server's state now meets the cache.
-// Every list into a populated cache goes through it: a relist (after a 410,
-// an expired watch, an undecodable event), and the relist that brings a
-// cache loaded from elsewhere (a snapshot) up to date.
+// Every list into a populated cache goes through it, a LIST or the initial
+// events of a WatchList alike: a relist (after a 410, an expired watch, an
+// undecodable event), and the relist that brings a cache loaded from
+// elsewhere (a snapshot) up to date.
 //
 // Why: client-go's Replace queues every listed object and its informer
 // stores each one again, so a relist of N unchanged objects holds a second

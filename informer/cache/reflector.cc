@@ -289,6 +289,7 @@ absl::Status Reflector::ApplyList(const std::vector<ObjectPtr>& items,
 absl::StatusOr<std::unique_ptr<WatchStream>> Reflector::OpenWatch(
     bool watch_list) {
   WatchOptions opts;
+  bool relist = false;
   {
     absl::MutexLock lock(&mu_);
     opts.resource_version = last_sync_rv_;
@@ -298,8 +299,17 @@ absl::StatusOr<std::unique_ptr<WatchStream>> Reflector::OpenWatch(
     if (watch_list) {
       ++counters_.lists;
       if (listed_once_) ++counters_.relists;
+      relist = listed_once_;
       if (last_rv_unavailable_) opts.resource_version.clear();
     }
+  }
+  if (watch_list) {
+    // As a LIST logs it (StartList): relists are rare and costly.
+    LOG(INFO) << options_.name << ": " << (relist ? "relisting" : "listing")
+              << " (WatchList)"
+              << (opts.resource_version.empty()
+                      ? std::string()
+                      : " from resourceVersion " + opts.resource_version);
   }
   opts.allow_watch_bookmarks = true;
   if (watch_list) {
@@ -367,6 +377,7 @@ void Reflector::CountEvent(WatchEventType type) {
 
 absl::Status Reflector::ApplyObjectEvent(const WatchEvent& ev,
                                          WatchRound* round) {
+  if (round->initial) return AddInitialEvent(ev, round);
   ObjectPtr obj = ev.object;
   if (options_.transform) {
     absl::StatusOr<ObjectPtr> t = options_.transform(std::move(obj));
@@ -376,15 +387,6 @@ absl::Status Reflector::ApplyObjectEvent(const WatchEvent& ev,
     }
     obj = *std::move(t);
   }
-  if (round->initial) {
-    if (ev.type == WatchEventType::kDeleted) {
-      round->initial_state.erase(obj->Key());
-    } else {
-      std::string key = obj->Key();
-      round->initial_state[std::move(key)] = std::move(obj);
-    }
-    return absl::OkStatus();
-  }
   if (ev.type == WatchEventType::kAdded) return fifo_->Add(std::move(obj));
   if (ev.type == WatchEventType::kModified) {
     return fifo_->Update(std::move(obj));
@@ -392,24 +394,38 @@ absl::Status Reflector::ApplyObjectEvent(const WatchEvent& ev,
   return fifo_->Delete(std::move(obj));
 }
 
+absl::Status Reflector::AddInitialEvent(const WatchEvent& ev,
+                                        WatchRound* round) {
+  // The initial state is the server's state at one RV, sent as ADDED
+  // events: a list, which goes where a LIST's items go.
+  if (ev.type == WatchEventType::kDeleted) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        options_.name, ": a deletion among a WatchList's initial events"));
+  }
+  // Into a populated cache the stage (a ListReconciler) takes the cache's
+  // own object in place of an unchanged one, and `ev` lets the decoded
+  // copy go once this returns. A transform error fails the round, as it
+  // fails a LIST: applying the list without the object would delete it.
+  const bool keeps = round->stage != nullptr && round->stage->KeepsItems();
+  return AppendItem(ev.object, keeps ? nullptr : &round->items,
+                    round->stage.get());
+}
+
 absl::Status Reflector::ApplyInitialEventsEnd(const WatchEvent& ev,
                                               WatchRound* round) {
-  std::vector<ObjectPtr> items;
-  items.reserve(round->initial_state.size());
-  for (auto& [key, obj] : round->initial_state) items.push_back(std::move(obj));
-  round->initial_state.clear();
-  absl::Status applied = fifo_->Replace(items, ev.resource_version);
+  const std::vector<ObjectPtr> items = std::move(round->items);
+  round->items.clear();
+  absl::Status applied =
+      ApplyList(items, ev.resource_version, std::move(round->stage),
+                clock_->Now() - round->started);
+  // A list not applied leaves the round initial: it ends, and the next
+  // one starts over with a list.
+  if (!applied.ok()) return applied;
   round->initial = false;
-  if (applied.ok()) {
-    {
-      absl::MutexLock lock(&mu_);
-      listed_once_ = true;
-      last_rv_unavailable_ = false;
-    }
-    VLOG(1) << options_.name << ": streamed initial state of " << items.size()
-            << " objects at resourceVersion " << ev.resource_version;
-  }
-  return applied;
+  absl::MutexLock lock(&mu_);
+  listed_once_ = true;
+  last_rv_unavailable_ = false;
+  return absl::OkStatus();
 }
 
 absl::Status Reflector::ApplyEvent(const WatchEvent& ev, WatchRound* round) {
@@ -455,10 +471,12 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
   }
   WatchRound round;
   round.started = clock_->Now();
-  // WatchList: the initial state is collected in the round and swapped
-  // into the FIFO with one Replace when the initial-events-end bookmark
-  // arrives.
+  // WatchList: the initial state is staged (or collected) in the round as
+  // a list and applied when the initial-events-end bookmark arrives.
   round.initial = watch_list;
+  if (watch_list && options_.begin_list_stage) {
+    round.stage = options_.begin_list_stage();
+  }
   absl::Status end;
   for (;;) {
     WatchEvent ev;

@@ -33,10 +33,13 @@ namespace informer {
 //             watched from after a restart; unpaged it serves the current
 //             state, not older than RV), or, once the server has paged a
 //             list, paged with resourceVersionMatch=NotOlderThan. With
-//             use_watch_list, a WatchList request instead: the initial
-//             state is buffered until the initial-events-end bookmark, then
-//             swapped in with one Replace, and the same stream goes on as a
-//             watch. Any WatchList failure: a plain LIST for this round
+//             use_watch_list, a WatchList request instead: its initial
+//             events are the list's items, handed to the list's stage as
+//             they are decoded (or collected), and applied as a LIST is at
+//             the initial-events-end bookmark; the same stream goes on as
+//             a watch. Nothing is applied before that bookmark (a deletion
+//             among the initial events, which no API server sends, fails
+//             the round). Any WatchList failure: a plain LIST for this round
 //             (kPlainList); 422 -> plain lists for good (unless
 //             watch_list_after_refusal).
 //             410 or "too large RV": the next list uses RV "" (a
@@ -114,10 +117,11 @@ class Reflector {
     // Called after each successful list was handed to the FIFO's Replace
     // or committed by its stage.
     std::function<void()> on_replaced;
-    // Called as each list (not WatchList) starts: a stage to hand the items
-    // to as they arrive and to commit once the list is complete, instead
-    // of the FIFO's Replace (see ListStage), or null for a plain Replace.
-    // The informer stages every list: into an empty cache an indexed copy
+    // Called as each list starts (a LIST's first page, or a WatchList
+    // once its request was answered): a stage to hand the items to as
+    // they arrive and to commit once the list is complete, instead of the
+    // FIFO's Replace (see ListStage), or null for a plain Replace. The
+    // informer stages every list: into an empty cache an indexed copy
     // (IndexerListStage), into a populated one a ListReconciler.
     std::function<std::unique_ptr<ListStage>()> begin_list_stage;
     uint64_t random_seed = 0;  // 0: seeded from the OS
@@ -166,10 +170,14 @@ class Reflector {
   struct WatchRound {
     absl::Time started;
     int64_t events = 0;
-    // A WatchList still streaming its initial state, collected here until
-    // the initial-events-end bookmark swaps it in with one Replace.
+    // A WatchList still streaming its initial state: a list, whose items
+    // go to `stage` (Options::begin_list_stage) as they are decoded and
+    // to `items` unless the stage keeps them, applied by ApplyList at the
+    // initial-events-end bookmark. Dropped unapplied if the round ends
+    // before it.
     bool initial = false;
-    std::map<std::string, ObjectPtr> initial_state;
+    std::unique_ptr<ListStage> stage;
+    std::vector<ObjectPtr> items;
   };
 
   // Lists every page into one Replace, then kWatch.
@@ -194,7 +202,7 @@ class Reflector {
   State OnListFailed(const absl::Status& status, bool mid_list);
   // Opens a watch from the last synced RV and applies its events. With
   // `watch_list`, it is a WatchList request whose streamed initial state
-  // replaces the FIFO's content before live events follow.
+  // is applied as a list (ApplyList) before live events follow.
   State DoWatch(bool watch_list);
   absl::StatusOr<std::unique_ptr<WatchStream>> OpenWatch(bool watch_list);
   State OnWatchOpenFailed(bool watch_list, const absl::Status& status);
@@ -203,6 +211,9 @@ class Reflector {
   // non-OK result ends the watch with that status.
   absl::Status ApplyEvent(const WatchEvent& ev, WatchRound* round);
   absl::Status ApplyObjectEvent(const WatchEvent& ev, WatchRound* round);
+  // One initial event of a WatchList: the list's next item.
+  absl::Status AddInitialEvent(const WatchEvent& ev, WatchRound* round);
+  // The initial-events-end bookmark: the round's list is complete.
   absl::Status ApplyInitialEventsEnd(const WatchEvent& ev, WatchRound* round);
   // A watch (request or stream) got 410 Expired: back off, then relist.
   State OnWatchExpired();

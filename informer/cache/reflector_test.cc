@@ -10,59 +10,12 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "informer/cache/delta_fifo.h"
+#include "informer/cache/reflector_test_util.h"
 #include "informer/cache/testing/fake_source.h"
 #include "informer/object/api_error.h"
 
 namespace informer {
 namespace {
-
-// Runs a reflector on its own thread over a FakeSource and a FIFO with no
-// known objects; the test pops deltas itself.
-class ReflectorTest : public ::testing::Test {
- protected:
-  // Over `lw` when given, else over source_.
-  void StartReflector(Reflector::Options opts = {},
-                      ListerWatcher* lw = nullptr) {
-    opts.random_seed = 7;
-    opts.on_replaced = [this] {
-      absl::MutexLock lock(&mu_);
-      ++replaces_;
-    };
-    reflector_ = std::make_unique<Reflector>(lw != nullptr ? lw : &source_,
-                                             &fifo_, &clock_, std::move(opts));
-    thread_ = std::thread([this] { reflector_->Run(); });
-  }
-  void TearDown() override {
-    if (reflector_) reflector_->Stop();
-    if (thread_.joinable()) thread_.join();
-  }
-  // Pops one key's deltas and returns "<type> <name>" of the newest.
-  std::string PopOne() {
-    std::string out;
-    absl::Status st = fifo_.Pop([&](const Deltas& d, bool) {
-      out = absl::StrCat(DeltaTypeName(d.back().type), " ",
-                         d.back().object->name());
-      return absl::OkStatus();
-    });
-    EXPECT_TRUE(st.ok()) << st;
-    return out;
-  }
-  void WaitForReplaces(int n) {
-    absl::MutexLock lock(&mu_);
-    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return replaces_ >= n;
-    };
-    mu_.Await(absl::Condition(&enough));
-  }
-
-  FakeClock clock_;
-  FakeSource source_{/*history_limit=*/100};
-  DeltaFIFO fifo_{DeltaFIFO::Options{}};
-  std::unique_ptr<Reflector> reflector_;
-  std::thread thread_;
-  absl::Mutex mu_;
-  int replaces_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 TEST_F(ReflectorTest, ListsPagesIntoOneReplaceThenWatchesFromListRv) {
   for (int i = 0; i < 7; ++i) {
@@ -211,71 +164,6 @@ TEST_F(ReflectorTest, ResyncCallsFifoResyncAtPeriodWhenAsked) {
   clock_.WaitForWaiters(1);  // parked again for the next period
   EXPECT_EQ(asked, 1);
 }
-
-TEST_F(ReflectorTest, WatchListStreamsInitialStateIntoOneReplace) {
-  source_.SetWatchListSupported(true);
-  ASSERT_TRUE(source_.Add("ns", "a").ok());
-  ASSERT_TRUE(source_.Add("ns", "b").ok());
-  Reflector::Options opts;
-  opts.use_watch_list = true;
-  StartReflector(opts);
-  WaitForReplaces(1);
-  EXPECT_EQ(source_.list_calls(), 0);
-  EXPECT_EQ(fifo_.Len(), 2u);
-  EXPECT_TRUE(fifo_.HasSynced() == false);
-  EXPECT_EQ(PopOne(), "Replaced a");
-  EXPECT_EQ(PopOne(), "Replaced b");
-  EXPECT_TRUE(fifo_.HasSynced());
-  // The same stream goes on with live events.
-  ASSERT_TRUE(source_.Add("ns", "c").ok());
-  EXPECT_EQ(PopOne(), "Added c");
-  EXPECT_EQ(source_.watch_calls(), 1);
-  EXPECT_EQ(source_.watch_list_calls(), 1);
-}
-
-TEST_F(ReflectorTest, WatchListFallsBackToListWhenServerAnswers422) {
-  ASSERT_TRUE(source_.Add("ns", "a").ok());
-  Reflector::Options opts;
-  opts.use_watch_list = true;
-  StartReflector(opts);
-  WaitForReplaces(1);
-  EXPECT_EQ(source_.list_calls(), 1);
-  EXPECT_EQ(PopOne(), "Replaced a");
-  source_.WaitForWatches(1);
-  // A later relist does not try WatchList again.
-  source_.BreakWatches(absl::UnavailableError("cut"));
-  ASSERT_TRUE(source_.Add("ns", "b").ok());
-  source_.CompactHistory();
-  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
-  // The re-watch gets 410; the relist waits its back-off.
-  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
-  WaitForReplaces(2);
-  EXPECT_EQ(source_.list_calls(), 2);
-  EXPECT_EQ(source_.watch_list_calls(), 1);  // the 422 is remembered
-}
-
-TEST_F(ReflectorTest, WatchListAfterRefusalAsksAgainEachRelist) {
-  ASSERT_TRUE(source_.Add("ns", "a").ok());
-  Reflector::Options opts;
-  opts.use_watch_list = true;
-  opts.watch_list_after_refusal = true;
-  StartReflector(opts);
-  WaitForReplaces(1);
-  EXPECT_EQ(source_.list_calls(), 1);
-  source_.WaitForWatches(1);
-  source_.BreakWatches(absl::UnavailableError("cut"));
-  ASSERT_TRUE(source_.Add("ns", "b").ok());
-  source_.CompactHistory();
-  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
-  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
-  WaitForReplaces(2);
-  // The relist asked for WatchList again and fell back for that round.
-  EXPECT_EQ(source_.list_calls(), 2);
-  EXPECT_EQ(source_.watch_list_calls(), 2);
-}
-
-// Delegates to a FakeSource, records list options, and answers 410 Expired
-// to the first request that carries a continue token.
 class ExpireFirstContinue : public ListerWatcher {
  public:
   explicit ExpireFirstContinue(FakeSource* source) : source_(source) {}
@@ -330,56 +218,6 @@ TEST_F(ReflectorTest,
   EXPECT_EQ(fifo_.Len(), 2u);
   EXPECT_EQ(reflector_->GetCounters().expired, 1);
 }
-
-// What the stages a reflector began saw: per stage, the names added and
-// the commit's item count and RV (-1 while not committed).
-struct StageLog {
-  struct Stage {
-    std::vector<std::string> added;
-    int committed_items = -1;
-    std::string committed_rv;
-  };
-  absl::Mutex mu;
-  std::vector<Stage> stages ABSL_GUARDED_BY(mu);
-  bool accept = true;  // what Commit answers
-  bool keeps = false;  // what KeepsItems answers
-};
-
-class RecordingStage final : public ListStage {
- public:
-  RecordingStage(StageLog* log, size_t index) : log_(log), index_(index) {}
-  absl::Status Add(const ObjectPtr& obj) override {
-    absl::MutexLock lock(&log_->mu);
-    log_->stages[index_].added.emplace_back(obj->name());
-    return absl::OkStatus();
-  }
-  bool Commit(const std::vector<ObjectPtr>& items,
-              absl::string_view resource_version) override {
-    absl::MutexLock lock(&log_->mu);
-    if (!log_->accept) return false;
-    log_->stages[index_].committed_items = static_cast<int>(items.size());
-    log_->stages[index_].committed_rv = std::string(resource_version);
-    return true;
-  }
-  bool KeepsItems() const override { return log_->keeps; }
-  size_t size() const override {
-    absl::MutexLock lock(&log_->mu);
-    return log_->stages[index_].added.size();
-  }
-
- private:
-  StageLog* const log_;
-  const size_t index_;
-};
-
-std::function<std::unique_ptr<ListStage>()> Stages(StageLog* log) {
-  return [log]() -> std::unique_ptr<ListStage> {
-    absl::MutexLock lock(&log->mu);
-    log->stages.emplace_back();
-    return std::make_unique<RecordingStage>(log, log->stages.size() - 1);
-  };
-}
-
 TEST_F(ReflectorTest, AStagedListGetsEveryPagesItemsInOrderAndSkipsTheFifo) {
   for (int i = 0; i < 7; ++i) {
     ASSERT_TRUE(source_.Add("ns", absl::StrCat("p", i)).ok());
@@ -618,36 +456,6 @@ TEST_F(ReflectorTest, TransformErrorFailsTheListInsteadOfDroppingTheObject) {
   EXPECT_EQ(source_.list_calls(), 2);
   EXPECT_EQ(fifo_.Len(), 2u);
 }
-
-TEST_F(ReflectorTest, WatchListFailureFallsBackToAListForThatRound) {
-  source_.SetWatchListSupported(true);
-  ASSERT_TRUE(source_.Add("ns", "a").ok());
-  ApiStatus internal;
-  internal.code = 500;
-  internal.reason = "InternalError";
-  internal.message = "etcdserver: request timed out";
-  source_.FailWatches(1,
-                      StatusFromApiStatus(internal, "WATCH", "/api/v1/pods"));
-  Reflector::Options opts;
-  opts.use_watch_list = true;
-  StartReflector(opts);
-  // No clock advance: the LIST follows at once, as in client-go.
-  WaitForReplaces(1);
-  EXPECT_EQ(source_.watch_list_calls(), 1);
-  EXPECT_EQ(source_.list_calls(), 1);
-  EXPECT_EQ(PopOne(), "Replaced a");
-  // Only that round: a later relist tries WatchList again.
-  source_.WaitForWatches(1);
-  source_.BreakWatches(absl::UnavailableError("cut"));
-  ASSERT_TRUE(source_.Add("ns", "b").ok());
-  source_.CompactHistory();
-  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
-  clock_.Advance(clock_.WaitForWaiters(1) - clock_.Now());
-  WaitForReplaces(2);
-  EXPECT_EQ(source_.watch_list_calls(), 2);
-  EXPECT_EQ(source_.list_calls(), 1);
-}
-
 TEST_F(ReflectorTest, UndecodableEventRelistsInsteadOfReplayingIt) {
   ASSERT_TRUE(source_.Add("ns", "a").ok());
   StartReflector();

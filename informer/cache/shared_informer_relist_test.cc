@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -78,10 +81,44 @@ class Recorder : public ResourceEventHandler {
       ABSL_GUARDED_BY(mu_);
 };
 
-// A FakeSource whose lists decode every item afresh, as the API client's
-// do (an unchanged object is equal to the cached one, never the same
-// pointer), hand the items over one by one, and keep none of them when
-// told not to. List number `fail_list` fails after its first item.
+// The object decoded again from its JSON text: equal, never the same.
+ObjectPtr Redecoded(const ObjectPtr& obj) {
+  std::ostringstream json;
+  json << obj->json();
+  absl::StatusOr<ObjectPtr> copy = Object::Parse(json.str());
+  EXPECT_TRUE(copy.ok()) << copy.status();
+  return copy.ok() ? *std::move(copy) : obj;
+}
+
+// Hands out a FakeSource's watch events with their objects decoded afresh;
+// breaks after the first event when `cut` says so.
+class CopyingStream final : public WatchStream {
+ public:
+  CopyingStream(std::unique_ptr<WatchStream> inner, bool cut)
+      : inner_(std::move(inner)), cut_(cut) {}
+  absl::Status Next(WatchEvent* ev) override {
+    if (cut_ && events_ == 1) {
+      return absl::UnavailableError("connection reset mid-WatchList");
+    }
+    absl::Status st = inner_->Next(ev);
+    if (!st.ok()) return st;
+    ++events_;
+    if (ev->object != nullptr) ev->object = Redecoded(ev->object);
+    return st;
+  }
+  void Stop() override { inner_->Stop(); }
+
+ private:
+  const std::unique_ptr<WatchStream> inner_;
+  const bool cut_;
+  int events_ = 0;
+};
+
+// A FakeSource whose lists and watches decode every object afresh, as the
+// API client's do (an unchanged object is equal to the cached one, never
+// the same pointer); lists hand the items over one by one, and keep none
+// of them when told not to. List number `fail_list` fails after its first
+// item; WatchList number `fail_watch_list` breaks after its first event.
 class CopyingSource final : public ListerWatcher {
  public:
   explicit CopyingSource(FakeSource* inner) : inner_(inner) {}
@@ -101,36 +138,44 @@ class CopyingSource final : public ListerWatcher {
         failed_.Notify();
         return absl::UnavailableError("connection reset mid-list");
       }
-      absl::StatusOr<ObjectPtr> copy = Object::Parse(list->items[i]->json());
-      if (!copy.ok()) return copy.status();
-      absl::Status st = on_item(*copy);
+      ObjectPtr copy = Redecoded(list->items[i]);
+      absl::Status st = on_item(copy);
       if (!st.ok()) return st;
-      if (options.keep_items) items.push_back(*std::move(copy));
+      if (options.keep_items) items.push_back(std::move(copy));
     }
     list->items = std::move(items);
     return list;
   }
   absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
       const WatchOptions& options) override {
-    return inner_->Watch(options);
+    absl::StatusOr<std::unique_ptr<WatchStream>> inner = inner_->Watch(options);
+    if (!inner.ok()) return inner;
+    const bool cut =
+        options.send_initial_events && ++watch_lists_ == fail_watch_list;
+    return std::unique_ptr<WatchStream>(
+        new CopyingStream(*std::move(inner), cut));
   }
 
   int fail_list = 0;
+  int fail_watch_list = 0;
   absl::Notification failed_;
 
  private:
   FakeSource* const inner_;
   std::atomic<int> lists_{0};
+  std::atomic<int> watch_lists_{0};
 };
 
 // An informer over a CopyingSource of `same`, `changed`, `gone` and
 // `recreated`, with a handler without resync (`plain`) and one whose
-// resync is due when a relist comes (`resyncing`).
-class RelistTest : public ::testing::Test {
+// resync is due when a relist comes (`resyncing`). Its lists are LISTs, or
+// WatchLists when the parameter says so.
+class RelistTest : public ::testing::TestWithParam<bool> {
  protected:
   static constexpr size_t kObjects = 4;
 
   RelistTest() : copying_(&source_) {
+    source_.SetWatchListSupported(true);
     for (const char* name : {"same", "changed", "gone", "recreated"}) {
       EXPECT_TRUE(source_.Add("ns", name).ok());
     }
@@ -141,6 +186,7 @@ class RelistTest : public ::testing::Test {
     o.name = "configmaps";
     o.reflector.random_seed = 1;
     o.relist_syncs_unchanged = syncs_unchanged;
+    o.reflector.use_watch_list = WatchList();
     informer_ = std::make_unique<SharedIndexInformer>(&copying_, o, &clock_);
     HandlerOptions resync;
     resync.resync_period = absl::Minutes(1);
@@ -177,6 +223,8 @@ class RelistTest : public ::testing::Test {
     clock_.Advance(relist_at - clock_.Now());
   }
 
+  static bool WatchList() { return GetParam(); }
+
   ObjectPtr Cached(absl::string_view name) {
     return informer_->GetIndexer().GetByKey(absl::StrCat("ns/", name));
   }
@@ -191,7 +239,7 @@ class RelistTest : public ::testing::Test {
   std::unique_ptr<SharedIndexInformer> informer_;
 };
 
-TEST_F(RelistTest, OnlyWhatChangedBecomesNewsAndTheCacheKeepsItsObjects) {
+TEST_P(RelistTest, OnlyWhatChangedBecomesNewsAndTheCacheKeepsItsObjects) {
   Start();
   Relist([this] {
     ASSERT_TRUE(source_.Modify("ns", "changed", {{"v", "2"}}).ok());
@@ -244,9 +292,15 @@ TEST_F(RelistTest, OnlyWhatChangedBecomesNewsAndTheCacheKeepsItsObjects) {
   }
   EXPECT_EQ(informer_->LastAppliedResourceVersion(),
             source_.CurrentResourceVersion());
+  // Both lists were of the kind asked for, and both were staged.
+  const Reflector::Counters c = informer_->GetReflectorCounters();
+  EXPECT_EQ(c.relists, 1);
+  EXPECT_EQ(c.staged_lists, 2);
+  EXPECT_EQ(source_.watch_list_calls(), WatchList() ? 2 : 0);
+  EXPECT_EQ(source_.list_calls(), WatchList() ? 0 : 2);
 }
 
-TEST_F(RelistTest, HandlersCanBeSparedTheUnchangedObjects) {
+TEST_P(RelistTest, HandlersCanBeSparedTheUnchangedObjects) {
   Start(/*syncs_unchanged=*/false);
   Relist([this] {
     ASSERT_TRUE(source_.Modify("ns", "changed", {{"v", "2"}}).ok());
@@ -263,8 +317,15 @@ TEST_F(RelistTest, HandlersCanBeSparedTheUnchangedObjects) {
   }
 }
 
-TEST_F(RelistTest, ARelistThatFailsHalfWayLeavesTheCacheAsItWas) {
-  copying_.fail_list = 2;  // the relist, after its first item
+TEST_P(RelistTest, ARelistThatFailsHalfWayLeavesTheCacheAsItWas) {
+  if (WatchList()) {
+    // The relist's WatchList breaks before its end bookmark; the LIST it
+    // falls back to at once fails too, so the reflector backs off.
+    copying_.fail_watch_list = 2;
+    copying_.fail_list = 1;
+  } else {
+    copying_.fail_list = 2;  // the relist, after its first item
+  }
   Start();
   const std::string applied = informer_->LastAppliedResourceVersion();
   Relist([this] {
@@ -286,6 +347,11 @@ TEST_F(RelistTest, ARelistThatFailsHalfWayLeavesTheCacheAsItWas) {
   EXPECT_EQ(plain_.SortedAfter(kObjects),
             (std::vector<std::string>{"delete gone tombstone", "update same"}));
 }
+
+INSTANTIATE_TEST_SUITE_P(ListAndWatchList, RelistTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "WatchList" : "List";
+                         });
 
 }  // namespace
 }  // namespace informer
