@@ -224,6 +224,26 @@ constexpr absl::string_view kSafeAlphabet = "bcdfghjklmnpqrstvwxz2456789";
 
 }  // namespace
 
+PodParams SpreadPodParams(int i, const PodSpread& spread) {
+  const int ns = i % spread.namespaces;
+  const int app = (i / spread.namespaces) % spread.apps_per_namespace;
+  PodParams p;
+  p.ns = absl::StrFormat("tenant-%03d", ns);
+  p.app = app;
+  p.template_hash =
+      Pseudo(static_cast<uint64_t>(ns) * 1000 + app, 10, kSafeAlphabet);
+  p.owner_kind = "ReplicaSet";
+  p.owner_name = absl::StrCat("app-", app, "-", p.template_hash);
+  p.owner_uid = ReplicaSetUid(ns, app);
+  p.name = absl::StrCat(p.owner_name, "-",
+                        Pseudo(0x100000000ull + i, 5, kSafeAlphabet));
+  p.token_volume_suffix = Pseudo(0x200000000ull + i, 5, kSafeAlphabet);
+  p.node = absl::StrFormat("node-%04d", i % spread.nodes);
+  p.pod_ip = absl::StrFormat("10.%d.%d.%d", 64 + ((i >> 16) & 63),
+                             (i >> 8) & 255, i & 255);
+  return p;
+}
+
 absl::Status SeedSpreadPods(ObjectStore& store,
                             const ResourceRegistry& registry, int count,
                             const PodSpread& spread) {
@@ -241,22 +261,7 @@ absl::Status SeedSpreadPods(ObjectStore& store,
     if (!s.ok()) return s.status();
   }
   for (int i = 0; i < count; ++i) {
-    const int ns = i % spread.namespaces;
-    const int app = (i / spread.namespaces) % spread.apps_per_namespace;
-    PodParams p;
-    p.ns = absl::StrFormat("tenant-%03d", ns);
-    p.app = app;
-    p.template_hash =
-        Pseudo(static_cast<uint64_t>(ns) * 1000 + app, 10, kSafeAlphabet);
-    p.owner_kind = "ReplicaSet";
-    p.owner_name = absl::StrCat("app-", app, "-", p.template_hash);
-    p.owner_uid = ReplicaSetUid(ns, app);
-    p.name = absl::StrCat(p.owner_name, "-",
-                          Pseudo(0x100000000ull + i, 5, kSafeAlphabet));
-    p.token_volume_suffix = Pseudo(0x200000000ull + i, 5, kSafeAlphabet);
-    p.node = absl::StrFormat("node-%04d", i % spread.nodes);
-    p.pod_ip = absl::StrFormat("10.%d.%d.%d", 64 + ((i >> 16) & 63),
-                               (i >> 8) & 255, i & 255);
+    const PodParams p = SpreadPodParams(i, spread);
     absl::StatusOr<StoredObjectPtr> pod = store.Create(pods, p.ns, PodJson(p));
     if (!pod.ok()) {
       return absl::Status(pod.status().code(),

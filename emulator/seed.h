@@ -51,6 +51,9 @@ struct PodSpread {
   int apps_per_namespace = 10;
 };
 
+// The inputs of SeedSpreadPods' Pod number `i` (see below).
+PodParams SpreadPodParams(int i, const PodSpread& spread);
+
 // Creates the namespaces and `count` Pods of PodJson's shape as a cluster
 // of ReplicaSets has them: Pod i is in namespace i % namespaces (so every
 // namespace gets count / namespaces, give or take one), named

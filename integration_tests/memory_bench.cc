@@ -35,6 +35,23 @@
 // The watch history is kept by a Watch fan-out, which exists only once a
 // Watch stream opened: it is not part of a sync (see docs/benchmarks.md).
 //
+// Side by side (--client_go_bench, a kube-informer-bench binary; by default
+// $REALKUBE_BIN/kube-informer-bench when that exists): every run also
+// times a plain download of the list (curl, the API server's floor) and
+// runs client-go v0.37's shared informer on the same list twice, with its
+// defaults and with managedFields stripped by a transform, one process at a
+// time, alternating with the sidecar. Reported for each: sync time, RSS
+// after sync and peak RSS during it (VmHWM).
+//
+// What is synced:
+//   default        --objects ConfigMaps in one namespace, POSTed
+//   --pods=N       N Pods of the emulator's seed (--seed_pods with
+//                  --seed_pod_namespaces=--pod_namespaces), all namespaces,
+//                  the emulator paced at --serve_bytes_per_sec
+//   --kubeconfig   an existing API server (e.g. the real kube-apiserver):
+//                  --resource in --namespace as it is; nothing is seeded,
+//                  and the download uses --curl_flags for its credentials
+//
 // A plain binary (not Google Benchmark): process-level, one-shot figures.
 
 #include <malloc.h>
@@ -57,19 +74,24 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "glog/logging.h"
+#include "grpcpp/grpcpp.h"
 #include "httplib.h"
 #include "informer/cache/indexer.h"
 #include "informer/cache/shared_informer.h"
 #include "informer/client/kube_client.h"
+#include "informer/client/kubeconfig.h"
 #include "informer/client/resource_client.h"
 #include "informer/object/object.h"
 #include "integration_tests/bench_stats.h"
 #include "integration_tests/emulator_process.h"
+#include "integration_tests/side_by_side.h"
 #include "integration_tests/sidecar_process.h"
+#include "proto/informer/v1/informer.grpc.pb.h"
 #include "server/ops/malloc_tuning.h"
 
 ABSL_FLAG(int, objects, 50000, "ConfigMaps to seed and sync.");
@@ -91,6 +113,28 @@ ABSL_FLAG(std::string, dump_smaps, "",
 ABSL_FLAG(absl::Duration, settle, absl::ZeroDuration(),
           "Measure the sidecar this long after SERVING rather than at once.");
 ABSL_FLAG(bool, breakdown, true, "Run part 2 (the in-process breakdown).");
+ABSL_FLAG(int, pods, 0,
+          "Sync this many emulator-seeded Pods (all namespaces) instead of "
+          "ConfigMaps.");
+ABSL_FLAG(int, pod_namespaces, 100,
+          "With --pods: namespaces they spread over.");
+ABSL_FLAG(double, serve_bytes_per_sec, 7.5e7,
+          "With --pods: the emulator's list pace (the API server's 75 MB/s).");
+ABSL_FLAG(std::string, client_go_bench, "",
+          "kube-informer-bench (client-go v0.37) to run side by side; "
+          "default: $REALKUBE_BIN/kube-informer-bench if it exists.");
+ABSL_FLAG(std::string, kubeconfig, "",
+          "Measure against this existing API server instead of an emulator.");
+ABSL_FLAG(std::string, resource, "configmaps",
+          "With --kubeconfig: configmaps or pods.");
+ABSL_FLAG(std::string, namespace, "",
+          "With --kubeconfig: the namespace (empty: all namespaces).");
+ABSL_FLAG(std::string, curl_flags, "",
+          "With --kubeconfig: curl's credentials for the download, e.g. "
+          "--cacert CA -H 'Authorization: Bearer TOKEN'.");
+ABSL_FLAG(bool, watch_cost, true,
+          "Also measure the sidecar's RSS once a first Watch stream opened "
+          "(the fan-out's per-object state; no history without changes).");
 // Child mode (internal).
 ABSL_FLAG(bool, child, false, "internal: run the breakdown and print it");
 ABSL_FLAG(std::string, server, "", "internal: API server URL");
@@ -173,45 +217,100 @@ std::map<std::string, int64_t> ProcKb(const std::string& path) {
   return out;
 }
 
+// What a run syncs and how to reach it.
+struct Target {
+  std::string resource;  // "configmaps" or "pods"
+  std::string ns;        // empty: all namespaces
+  std::string kubeconfig;
+  std::string server;        // URL, no trailing '/'
+  std::string curl_flags;    // credentials for the download
+  bool legacy_child = true;  // part 2's child takes only --server
+  // The reflector's first list, which the watch cache serves whole.
+  std::string ListUrl() const {
+    return absl::StrCat(
+        server,
+        ns.empty() ? "/api/v1/" : absl::StrCat("/api/v1/namespaces/", ns, "/"),
+        resource, "?resourceVersion=0&limit=500");
+  }
+};
+
 struct SidecarMem {
   double rss = 0;
   double anon = 0;
   double file = 0;
   double huge = 0;
+  double hwm = 0;        // VmHWM at SERVING: the peak during the sync
+  double seconds = 0;    // start to SERVING
+  double watch_rss = 0;  // VmRSS once a first Watch got its initial state
 };
 
+// Opens a Watch that matches no object (so the client costs nothing) and
+// waits for INITIAL_STATE_DONE: the resource's fan-out then exists.
+absl::Status OpenFirstWatch(integration::SidecarProcess& sidecar,
+                            const std::string& resource) {
+  auto stub = informer::v1::Informer::NewStub(sidecar.NewChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  informer::v1::WatchRequest req;
+  req.set_resource(resource);
+  req.set_label_selector("memory-bench-matches-nothing=1");
+  auto reader = stub->Watch(&ctx, req);
+  informer::v1::WatchResponse resp;
+  while (reader->Read(&resp)) {
+    for (const informer::v1::Event& e : resp.events()) {
+      if (e.type() == informer::v1::EVENT_TYPE_INITIAL_STATE_DONE) {
+        ctx.TryCancel();
+        reader->Finish();
+        return absl::OkStatus();
+      }
+    }
+  }
+  return absl::InternalError("Watch ended before INITIAL_STATE_DONE");
+}
+
+// One fresh sidecar caching `target` (in namespace `ns`), measured once
+// health says SERVING.
 absl::StatusOr<SidecarMem> MeasureSidecar(const std::string& binary,
-                                          const std::string& kubeconfig,
+                                          const Target& target,
                                           const std::string& dir,
                                           const std::string& ns,
                                           const std::string& tunables) {
-  const std::string config = absl::StrCat(dir, "/config-", ns, ".yaml");
-  std::ofstream(config) << "resources:\n- resource: configmaps\n  namespace: "
-                        << ns << "\n";
+  const std::string config =
+      absl::StrCat(dir, "/config-", ns.empty() ? "all" : ns, ".yaml");
+  std::ofstream(config) << "resources:\n- resource: " << target.resource << "\n"
+                        << (ns.empty() ? "" : "  namespace: " + ns + "\n");
   integration::SidecarProcess::Options options;
-  options.flags = {"--kubeconfig=" + kubeconfig, "--config=" + config,
+  options.flags = {"--kubeconfig=" + target.kubeconfig, "--config=" + config,
                    "--print_events=false", "--http_listen=127.0.0.1:0"};
   options.env = {TunablesEnv(tunables)};
   options.quiet = true;
-  options.start_timeout = absl::Minutes(5);
+  options.start_timeout = absl::Minutes(10);
+  const absl::Time started = absl::Now();
   absl::StatusOr<std::unique_ptr<integration::SidecarProcess>> sidecar =
       integration::SidecarProcess::Start(binary, std::move(options));
   if (!sidecar.ok()) return sidecar.status();
+  SidecarMem m;
+  m.seconds = absl::ToDoubleSeconds(absl::Now() - started);
   // Wall-clock wait on purpose: what the kernel does to the footprint
   // afterwards (khugepaged collapsing huge pages) takes time, not events.
   absl::SleepFor(absl::GetFlag(FLAGS_settle));
   const std::string proc = absl::StrCat("/proc/", (*sidecar)->pid());
   std::map<std::string, int64_t> status = ProcKb(proc + "/status");
   std::map<std::string, int64_t> rollup = ProcKb(proc + "/smaps_rollup");
-  SidecarMem m;
   m.rss = static_cast<double>(status["VmRSS"]);
   m.anon = static_cast<double>(status["RssAnon"]);
   m.file = static_cast<double>(status["RssFile"] + status["RssShmem"]);
   m.huge = static_cast<double>(rollup["AnonHugePages"]);
+  m.hwm = static_cast<double>(status["VmHWM"]);
   const std::string dump = absl::GetFlag(FLAGS_dump_smaps);
-  if (!dump.empty() && ns == kNamespace) {
+  if (!dump.empty() && ns == target.ns) {
     std::ifstream in(proc + "/smaps");
     std::ofstream(dump) << in.rdbuf();
+  }
+  if (absl::GetFlag(FLAGS_watch_cost)) {
+    absl::Status w = OpenFirstWatch(**sidecar, target.resource);
+    if (!w.ok()) return w;
+    m.watch_rss = integration::ReadProcMemory((*sidecar)->pid()).rss;
   }
   (*sidecar)->Terminate();
   return m;
@@ -227,16 +326,28 @@ int64_t Rss() { return ProcKb("/proc/self/status")["VmRSS"]; }
 // Part 2, in this (fresh) process. Prints "name bytes" lines.
 int RunChild() {
   informer::client::RestConfig config;
-  config.server = absl::GetFlag(FLAGS_server);
+  std::string resource = "configmaps", ns = kNamespace;
+  if (!absl::GetFlag(FLAGS_kubeconfig).empty()) {
+    auto kc =
+        informer::client::LoadKubeconfigFile(absl::GetFlag(FLAGS_kubeconfig));
+    if (!kc.ok()) return 1;
+    auto rc = informer::client::RestConfigFromKubeconfig(*kc);
+    if (!rc.ok()) return 1;
+    config = *rc;
+    resource = absl::GetFlag(FLAGS_resource);
+    ns = absl::GetFlag(FLAGS_namespace);
+  } else {
+    config.server = absl::GetFlag(FLAGS_server);
+  }
   config.request_timeout = absl::Minutes(10);
   absl::StatusOr<std::unique_ptr<informer::client::KubeClient>> kube =
       informer::client::KubeClient::Create(config);
   if (!kube.ok()) return 1;
   absl::StatusOr<std::unique_ptr<informer::client::ResourceClient>> cms =
-      (*kube)->ForResource("configmaps", kNamespace);
+      (*kube)->ForResource(resource, ns);
   if (!cms.ok()) return 1;
   informer::SharedIndexInformer::Options options;
-  options.name = "bench-configmaps";
+  options.name = "bench-" + resource;
   // The sidecar's indexes (server/registry/informer_registry.cc); the
   // namespace index is always there.
   options.indexers[std::string(informer::kOwnerUidIndex)] =
@@ -296,10 +407,14 @@ int RunChild() {
 }
 
 int RunBreakdown(const std::string& label, const std::string& self,
-                 const std::string& url, const std::string& tunables) {
-  const std::string cmd =
-      absl::StrCat("env ", TunablesEnv(tunables), " ", self,
-                   " --child --server=", url, " 2>/dev/null");
+                 const Target& target, const std::string& tunables) {
+  const std::string where =
+      target.legacy_child ? absl::StrCat(" --server=", target.server)
+                          : absl::StrCat(" --kubeconfig=", target.kubeconfig,
+                                         " --resource=", target.resource,
+                                         " --namespace='", target.ns, "'");
+  const std::string cmd = absl::StrCat("env ", TunablesEnv(tunables), " ", self,
+                                       " --child", where, " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return 1;
   std::string out;
@@ -342,67 +457,228 @@ int RunBreakdown(const std::string& label, const std::string& self,
   return 0;
 }
 
-int RunParent(const std::string& self, const char* argv0) {
-  absl::StatusOr<std::string> emu_bin =
-      integration::FindRunfile("emulator/kube_emulator", argv0);
-  absl::StatusOr<std::string> sidecar_bin =
-      integration::FindRunfile("server/informer_sidecar", argv0);
-  if (!emu_bin.ok() || !sidecar_bin.ok()) {
-    std::fprintf(stderr, "binaries not found\n");
-    return 1;
+// Objects `target` lists now: remainingItemCount of a one-object list + 1.
+absl::StatusOr<double> CountObjects(const Target& target) {
+  std::string url = target.ListUrl();
+  url = url.substr(0, url.find('?')) + "?limit=1";
+  const std::string cmd =
+      absl::StrCat("curl -sS -f ", target.curl_flags, " '", url, "'");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return absl::InternalError("popen curl");
+  std::string out;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, got);
+  if (pclose(p) != 0) return absl::InternalError("failed: " + cmd);
+  const std::string key = "\"remainingItemCount\":";
+  const size_t at = out.find(key);
+  if (at == std::string::npos) {
+    return out.find("\"items\":[{") == std::string::npos ? 0.0 : 1.0;
   }
-  char dir[] = "/tmp/memory_bench_XXXXXX";
-  if (mkdtemp(dir) == nullptr) return 1;
-  absl::StatusOr<std::unique_ptr<integration::EmulatorProcess>> emu =
-      integration::EmulatorProcess::Start(*emu_bin, {}, /*quiet=*/true);
-  if (!emu.ok()) {
-    std::fprintf(stderr, "%s\n", emu.status().ToString().c_str());
-    return 1;
+  double n = 0;
+  const std::string rest = out.substr(at + key.size());
+  if (!absl::SimpleAtod(rest.substr(0, rest.find_first_of(",}")), &n)) {
+    return absl::InternalError("bad remainingItemCount: " + out);
   }
+  return n + 1;
+}
+
+// Starts and seeds the emulator (unless --kubeconfig names a server) and
+// describes what to sync.
+absl::StatusOr<Target> SetUpTarget(
+    const std::string& emu_bin, const std::string& dir,
+    std::unique_ptr<integration::EmulatorProcess>* emu) {
+  Target t;
+  if (!absl::GetFlag(FLAGS_kubeconfig).empty()) {
+    t.kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
+    auto kc = informer::client::LoadKubeconfigFile(t.kubeconfig);
+    if (!kc.ok()) return kc.status();
+    auto rc = informer::client::RestConfigFromKubeconfig(*kc);
+    if (!rc.ok()) return rc.status();
+    t.server = rc->server;
+    t.resource = absl::GetFlag(FLAGS_resource);
+    t.ns = absl::GetFlag(FLAGS_namespace);
+    t.curl_flags = absl::GetFlag(FLAGS_curl_flags);
+    t.legacy_child = false;
+    return t;
+  }
+  const int pods = absl::GetFlag(FLAGS_pods);
+  std::vector<std::string> flags;
+  if (pods > 0) {
+    flags = {absl::StrCat("--seed_pods=", pods),
+             absl::StrCat("--seed_pod_namespaces=",
+                          absl::GetFlag(FLAGS_pod_namespaces)),
+             absl::StrCat("--serve_bytes_per_sec=",
+                          absl::GetFlag(FLAGS_serve_bytes_per_sec))};
+  }
+  auto started = integration::EmulatorProcess::Start(emu_bin, flags, true);
+  if (!started.ok()) return started.status();
+  *emu = std::move(*started);
+  t.server = (*emu)->url();
+  auto kubeconfig = integration::WriteKubeconfig(dir, t.server);
+  if (!kubeconfig.ok()) return kubeconfig.status();
+  t.kubeconfig = *kubeconfig;
+  if (pods > 0) {
+    t.resource = "pods";
+    t.legacy_child = false;
+    return t;
+  }
+  t.resource = "configmaps";
+  t.ns = kNamespace;
   const int n = absl::GetFlag(FLAGS_objects);
   const absl::Time seed_start = absl::Now();
-  if (!Seed((*emu)->port(), n)) {
-    std::fprintf(stderr, "seeding failed\n");
-    return 1;
-  }
+  if (!Seed((*emu)->port(), n)) return absl::InternalError("seeding failed");
   std::fprintf(stderr, "seeded %d ConfigMaps in %s\n", n,
                absl::FormatDuration(absl::Now() - seed_start).c_str());
-  httplib::Client cli("127.0.0.1", (*emu)->port());
-  cli.set_read_timeout(3600);
-  auto list = cli.Get(absl::StrCat("/api/v1/namespaces/", kNamespace,
-                                   "/configmaps?resourceVersion=0")
-                          .c_str());
-  if (!list || list->status != 200) return 1;
-  std::printf(
-      "%d ConfigMaps (%d B of data each), list %.1f MB, %.0f B of JSON per "
-      "object as served\n",
-      n, absl::GetFlag(FLAGS_data_bytes), list->body.size() / 1e6,
-      static_cast<double>(list->body.size()) / n);
-  absl::StatusOr<std::string> kubeconfig =
-      integration::WriteKubeconfig(dir, (*emu)->url());
-  if (!kubeconfig.ok()) return 1;
-  // The binaries compared, run alternately.
-  std::vector<std::pair<std::string, std::string>> binaries = {
-      {"this build", *sidecar_bin}};
-  if (!absl::GetFlag(FLAGS_baseline_sidecar).empty()) {
-    binaries.emplace_back("baseline", absl::GetFlag(FLAGS_baseline_sidecar));
+  return t;
+}
+
+std::string ClientGoBinary() {
+  std::string b = absl::GetFlag(FLAGS_client_go_bench);
+  if (!b.empty()) return b;
+  const char* dir = std::getenv("REALKUBE_BIN");
+  if (dir == nullptr) return "";
+  b = absl::StrCat(dir, "/kube-informer-bench");
+  return access(b.c_str(), X_OK) == 0 ? b : "";
+}
+
+// Every run of every contender, by name, in run order.
+using Runs = std::map<std::string, std::vector<integration::SyncResult>>;
+
+// One round of the download and the two client-go informers.
+absl::Status RunOthers(const Target& t, const std::string& client_go,
+                       Runs* runs) {
+  absl::StatusOr<integration::SyncResult> curl =
+      integration::RunCurl(t.ListUrl(), t.curl_flags);
+  if (!curl.ok()) return curl.status();
+  (*runs)["download (curl)"].push_back(*curl);
+  if (client_go.empty()) return absl::OkStatus();
+  const std::string resource = absl::StrCat("v1/", t.resource);
+  for (bool strip : {false, true}) {
+    absl::StatusOr<integration::SyncResult> r = integration::RunClientGo(
+        client_go, t.kubeconfig, resource, t.ns, strip, absl::Minutes(20));
+    if (!r.ok()) return r.status();
+    (*runs)[strip ? "client-go, managedFields stripped" : "client-go defaults"]
+        .push_back(*r);
   }
+  return absl::OkStatus();
+}
+
+double MedianOf(const std::vector<integration::SyncResult>& rs,
+                double integration::SyncResult::*f) {
+  std::vector<double> v;
+  for (const integration::SyncResult& r : rs) v.push_back(r.*f);
+  return integration::Median(v);
+}
+
+// The side-by-side table: medians, and the ratios to client-go.
+void PrintSideBySide(const Runs& runs, double n) {
+  auto med = [&](const std::string& name, double integration::SyncResult::*f) {
+    auto it = runs.find(name);
+    return it == runs.end() ? 0.0 : MedianOf(it->second, f);
+  };
+  const double floor =
+      med("download (curl)", &integration::SyncResult::sync_seconds);
+  const double go =
+      med("client-go defaults", &integration::SyncResult::rss_bytes);
+  const double go_strip = med("client-go, managedFields stripped",
+                              &integration::SyncResult::rss_bytes);
+  std::printf(
+      "\nside by side (medians of %zu runs; %.0f objects; the sidecar with "
+      "its default malloc settings)\n| contender | sync | / download | RSS "
+      "after sync | peak RSS | RSS / client-go | RSS / client-go stripped | "
+      "RSS per object | runs: sync s, RSS MB |\n| --- | --- | --- | --- | "
+      "--- | --- | --- | --- | --- |\n",
+      runs.empty() ? size_t{0} : runs.begin()->second.size(), n);
+  for (const auto& [name, rs] : runs) {
+    const double sync = MedianOf(rs, &integration::SyncResult::sync_seconds);
+    const double rss = MedianOf(rs, &integration::SyncResult::rss_bytes);
+    const double peak = MedianOf(rs, &integration::SyncResult::peak_bytes);
+    std::string each;
+    for (const integration::SyncResult& r : rs) {
+      absl::StrAppend(&each, each.empty() ? "" : "; ",
+                      absl::StrFormat("%.2f", r.sync_seconds));
+      if (r.rss_bytes > 0) {
+        absl::StrAppend(&each, absl::StrFormat(" %.0f", r.rss_bytes / 1e6));
+      }
+    }
+    const bool dl = name == "download (curl)";
+    std::printf("| %s | %.2f s | %.2fx | %s | %s | %s | %s | %s | %s |\n",
+                name.c_str(), sync, floor > 0 ? sync / floor : 0,
+                dl ? "-" : absl::StrFormat("%.0f MB", rss / 1e6).c_str(),
+                dl ? "-" : absl::StrFormat("%.0f MB", peak / 1e6).c_str(),
+                dl || go <= 0 ? "-" : absl::StrFormat("%.3f", rss / go).c_str(),
+                dl || go_strip <= 0
+                    ? "-"
+                    : absl::StrFormat("%.3f", rss / go_strip).c_str(),
+                dl ? absl::StrFormat(
+                         "%.0f B of JSON",
+                         MedianOf(rs, &integration::SyncResult::objects) / n)
+                         .c_str()
+                   : absl::StrFormat("%.0f B", rss / n).c_str(),
+                each.c_str());
+  }
+  std::fflush(stdout);
+}
+
+struct Series {
+  std::vector<double> rss, anon, file, huge, base, base_anon, each, hwm,
+      seconds, watch;
+};
+
+// Part 1's table rows for one malloc setting.
+void PrintSidecarRows(
+    const std::vector<std::pair<std::string, std::string>>& binaries,
+    const std::vector<Series>& series, const std::string& tunables) {
+  for (size_t b = 0; b < binaries.size(); ++b) {
+    const Series& s = series[b];
+    std::string runs;
+    for (double r : s.rss) {
+      absl::StrAppend(&runs, runs.empty() ? "" : " ",
+                      static_cast<int>(r / 1e6 + 0.5));
+    }
+    using integration::Median;
+    std::printf(
+        "| %s | %s | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | "
+        "%.1f MB | %.0f B | %.1f MB | %.2f s | %.1f MB | %s |\n",
+        binaries[b].first.c_str(), tunables.c_str(), Median(s.rss) / 1e6,
+        Median(s.anon) / 1e6, Median(s.file) / 1e6, Median(s.huge) / 1e6,
+        Median(s.base) / 1e6, Median(s.base_anon) / 1e6, Median(s.each),
+        Median(s.hwm) / 1e6, Median(s.seconds), Median(s.watch) / 1e6,
+        runs.c_str());
+  }
+  std::fflush(stdout);
+}
+
+// Part 1 (and the side-by-side contenders, with the first malloc setting):
+// every run alternates the contenders, one process at a time.
+int RunSidecars(
+    const std::vector<std::pair<std::string, std::string>>& binaries,
+    const Target& target, const std::string& dir, double n) {
+  const std::string client_go = ClientGoBinary();
   std::printf(
       "| sidecar | malloc | RSS after sync | RssAnon | RssFile | "
       "AnonHugePages | RSS with no objects | RssAnon with no objects | "
-      "RSS/object | runs (RSS MB) |\n| --- | --- | --- | --- | --- | --- | "
-      "--- | --- | --- | --- |\n");
-  for (const std::string& tunables : absl::GetFlag(FLAGS_tunables)) {
-    struct Series {
-      std::vector<double> rss, anon, file, huge, base, base_anon, each;
-    };
+      "RSS/object | peak RSS | start to SERVING | RSS after a first Watch | "
+      "runs (RSS MB) |\n| --- | --- | --- | --- | --- | --- | --- | --- | "
+      "--- | --- | --- | --- | --- |\n");
+  Runs side;
+  const std::vector<std::string> all = absl::GetFlag(FLAGS_tunables);
+  for (const std::string& tunables : all) {
+    const bool first = tunables == all.front();
     std::vector<Series> series(binaries.size());
     for (int i = 0; i < absl::GetFlag(FLAGS_runs); ++i) {
+      if (first) {
+        if (absl::Status s = RunOthers(target, client_go, &side); !s.ok()) {
+          std::fprintf(stderr, "%s\n", s.ToString().c_str());
+          return 1;
+        }
+      }
       for (size_t b = 0; b < binaries.size(); ++b) {
         absl::StatusOr<SidecarMem> full = MeasureSidecar(
-            binaries[b].second, *kubeconfig, dir, kNamespace, tunables);
+            binaries[b].second, target, dir, target.ns, tunables);
         absl::StatusOr<SidecarMem> empty = MeasureSidecar(
-            binaries[b].second, *kubeconfig, dir, "none", tunables);
+            binaries[b].second, target, dir, "memory-bench-none", tunables);
         if (!full.ok() || !empty.ok()) {
           std::fprintf(stderr, "sidecar run failed: %s %s\n",
                        full.status().ToString().c_str(),
@@ -417,35 +693,66 @@ int RunParent(const std::string& self, const char* argv0) {
         s.huge.push_back(full->huge);
         s.base.push_back(empty->rss);
         s.each.push_back((full->rss - empty->rss) / n);
+        s.hwm.push_back(full->hwm);
+        s.seconds.push_back(full->seconds);
+        s.watch.push_back(full->watch_rss);
+        if (first) {
+          side[absl::StrCat("sidecar (", binaries[b].first, ")")].push_back(
+              {full->seconds, full->rss, full->hwm, n});
+        }
       }
     }
-    for (size_t b = 0; b < binaries.size(); ++b) {
-      const Series& s = series[b];
-      std::string runs;
-      for (double r : s.rss) {
-        absl::StrAppend(&runs, runs.empty() ? "" : " ",
-                        static_cast<int>(r / 1e6 + 0.5));
-      }
-      std::printf(
-          "| %s | %s | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | "
-          "%.1f MB | %.0f B | %s |\n",
-          binaries[b].first.c_str(), tunables.c_str(),
-          integration::Median(s.rss) / 1e6, integration::Median(s.anon) / 1e6,
-          integration::Median(s.file) / 1e6, integration::Median(s.huge) / 1e6,
-          integration::Median(s.base) / 1e6,
-          integration::Median(s.base_anon) / 1e6, integration::Median(s.each),
-          runs.c_str());
-    }
-    std::fflush(stdout);
+    PrintSidecarRows(binaries, series, tunables);
   }
+  PrintSideBySide(side, n);
+  return 0;
+}
+
+int RunParent(const std::string& self, const char* argv0) {
+  absl::StatusOr<std::string> emu_bin =
+      integration::FindRunfile("emulator/kube_emulator", argv0);
+  absl::StatusOr<std::string> sidecar_bin =
+      integration::FindRunfile("server/informer_sidecar", argv0);
+  if (!emu_bin.ok() || !sidecar_bin.ok()) {
+    std::fprintf(stderr, "binaries not found\n");
+    return 1;
+  }
+  char dir[] = "/tmp/memory_bench_XXXXXX";
+  if (mkdtemp(dir) == nullptr) return 1;
+  std::unique_ptr<integration::EmulatorProcess> emu;
+  absl::StatusOr<Target> target = SetUpTarget(*emu_bin, dir, &emu);
+  if (!target.ok()) {
+    std::fprintf(stderr, "%s\n", target.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<double> n = CountObjects(*target);
+  absl::StatusOr<integration::SyncResult> list =
+      integration::RunCurl(target->ListUrl(), target->curl_flags);
+  if (!n.ok() || !list.ok() || *n <= 0) {
+    std::fprintf(stderr, "cannot list: %s %s\n", n.status().ToString().c_str(),
+                 list.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "%.0f %s in %s, list %.1f MB, %.0f B of JSON per object as served\n", *n,
+      target->resource.c_str(),
+      target->ns.empty() ? "all namespaces" : target->ns.c_str(),
+      list->objects / 1e6, list->objects / *n);
+  // The binaries compared, run alternately.
+  std::vector<std::pair<std::string, std::string>> binaries = {
+      {"this build", *sidecar_bin}};
+  if (!absl::GetFlag(FLAGS_baseline_sidecar).empty()) {
+    binaries.emplace_back("baseline", absl::GetFlag(FLAGS_baseline_sidecar));
+  }
+  if (RunSidecars(binaries, *target, dir, *n) != 0) return 1;
   if (absl::GetFlag(FLAGS_breakdown)) {
     for (const std::string& tunables : absl::GetFlag(FLAGS_tunables)) {
-      if (RunBreakdown("this build", self, (*emu)->url(), tunables) != 0) {
+      if (RunBreakdown("this build", self, *target, tunables) != 0) {
         return 1;
       }
       const std::string other = absl::GetFlag(FLAGS_baseline_bench);
       if (!other.empty() &&
-          RunBreakdown("baseline", other, (*emu)->url(), tunables) != 0) {
+          RunBreakdown("baseline", other, *target, tunables) != 0) {
         return 1;
       }
     }

@@ -14,7 +14,13 @@
 //             the emulator and --resources=<the one resource>, once per
 //             --api_compression value; its time is from posix_spawn to the
 //             moment the gRPC health Watch (overall service) says SERVING
-// Medians over --runs rounds; ratio = sidecar / curl (plain).
+//   client-go kube-informer-bench (client-go v0.37's shared informer) with
+//             its defaults and with managedFields stripped, when
+//             --client_go_bench names it (default: $REALKUBE_BIN/
+//             kube-informer-bench if that exists); its own sync time
+// Medians over --runs rounds; ratio = sidecar / curl (plain). A case
+// "pods:150000:100" spreads the Pods over 100 namespaces
+// (--seed_pod_namespaces) and 5,000 node names.
 //
 // Where the sidecar's time goes comes from its own log lines (glog
 // timestamps, microseconds): process start (spawn -> first log line: exec,
@@ -58,13 +64,19 @@
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "integration_tests/emulator_process.h"
+#include "integration_tests/side_by_side.h"
 #include "integration_tests/sidecar_process.h"
 
 extern char** environ;
 
 ABSL_FLAG(std::vector<std::string>, cases,
           std::vector<std::string>({"configmaps:50000", "pods:10000"}),
-          "RESOURCE:COUNT pairs (configmaps or pods) to seed and sync.");
+          "RESOURCE:COUNT[:NAMESPACES] (configmaps or pods; NAMESPACES "
+          "spreads Pods) to seed and sync.");
+ABSL_FLAG(std::string, client_go_bench, "",
+          "kube-informer-bench to run side by side (with its defaults and "
+          "with --strip-managed-fields); default: "
+          "$REALKUBE_BIN/kube-informer-bench if it exists.");
 ABSL_FLAG(std::vector<std::string>, rates,
           std::vector<std::string>({"75e6", "155e6", "0"}),
           "Emulator list pacing, bytes per second (0: unpaced).");
@@ -304,12 +316,14 @@ std::string RunsOf(const std::vector<double>& xs) {
 struct Case {
   std::string resource;
   int count = 0;
+  int namespaces = 0;  // pods: spread over this many (0: one)
 };
 
 absl::StatusOr<Case> ParseCase(const std::string& spec) {
   std::vector<std::string> f = absl::StrSplit(spec, ':');
   Case c;
-  if (f.size() != 2 || !absl::SimpleAtoi(f[1], &c.count) ||
+  if ((f.size() != 2 && f.size() != 3) || !absl::SimpleAtoi(f[1], &c.count) ||
+      (f.size() == 3 && !absl::SimpleAtoi(f[2], &c.namespaces)) ||
       (f[0] != "configmaps" && f[0] != "pods")) {
     return absl::InvalidArgumentError("bad --cases entry: " + spec);
   }
@@ -363,18 +377,70 @@ void PrintCase(const Case& c, double rate, const std::vector<CurlResult>& plain,
   }
 }
 
+// client-go's runs: [0] with its defaults, [1] managedFields stripped.
+using ClientGoRuns = std::vector<integration::SyncResult>[2];
+
+std::string ClientGoBinary() {
+  std::string b = absl::GetFlag(FLAGS_client_go_bench);
+  if (!b.empty()) return b;
+  const char* dir = std::getenv("REALKUBE_BIN");
+  if (dir == nullptr) return "";
+  b = absl::StrCat(dir, "/kube-informer-bench");
+  return access(b.c_str(), X_OK) == 0 ? b : "";
+}
+
+// One round of client-go, both ways (nothing without its binary).
+absl::Status RunClientGo(const std::string& kubeconfig, const Case& c,
+                         ClientGoRuns* go) {
+  const std::string binary = ClientGoBinary();
+  if (binary.empty()) return absl::OkStatus();
+  for (int strip = 0; strip < 2; ++strip) {
+    absl::StatusOr<integration::SyncResult> r = integration::RunClientGo(
+        binary, kubeconfig, absl::StrCat("v1/", c.resource), "", strip == 1,
+        absl::Minutes(20));
+    if (!r.ok()) return r.status();
+    (*go)[strip].push_back(*r);
+  }
+  return absl::OkStatus();
+}
+
+void PrintClientGo(const ClientGoRuns& go, double floor) {
+  for (int strip = 0; strip < 2; ++strip) {
+    const std::vector<integration::SyncResult>& rs = go[strip];
+    if (rs.empty()) continue;
+    std::vector<double> totals;
+    for (const integration::SyncResult& r : rs)
+      totals.push_back(r.sync_seconds);
+    const double sync = Median(
+        rs, [](const integration::SyncResult& r) { return r.sync_seconds; });
+    std::printf(
+        "  client-go %-26s: %.3f s = %.2fx curl | RSS %.0f MB | peak %.0f MB "
+        "| runs %s\n",
+        strip ? "(managedFields stripped)" : "(defaults)", sync, sync / floor,
+        Median(rs,
+               [](const integration::SyncResult& r) { return r.rss_bytes; }) /
+            1e6,
+        Median(rs,
+               [](const integration::SyncResult& r) { return r.peak_bytes; }) /
+            1e6,
+        RunsOf(totals).c_str());
+  }
+  std::fflush(stdout);
+}
+
 // One case at one rate: alternating rounds, then a table row per setting.
 absl::Status RunCase(const std::string& emulator,
                      const std::vector<std::string>& sidecars, const Case& c,
                      double rate) {
+  std::vector<std::string> flags = {
+      absl::StrCat(c.resource == "pods" ? "--seed_pods=" : "--seed_configmaps=",
+                   c.count),
+      absl::StrCat("--serve_bytes_per_sec=", rate)};
+  if (c.namespaces > 0) {
+    flags.push_back(absl::StrCat("--seed_pod_namespaces=", c.namespaces));
+  }
   absl::StatusOr<std::unique_ptr<integration::EmulatorProcess>> emu =
-      integration::EmulatorProcess::Start(
-          emulator,
-          {absl::StrCat(
-               c.resource == "pods" ? "--seed_pods=" : "--seed_configmaps=",
-               c.count),
-           absl::StrCat("--serve_bytes_per_sec=", rate)},
-          /*quiet=*/true);
+      integration::EmulatorProcess::Start(emulator, flags, /*quiet=*/true);
   if (!emu.ok()) return emu.status();
   char tmpl[] = "/tmp/sidecar_sync_bench.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp");
@@ -390,6 +456,7 @@ absl::Status RunCase(const std::string& emulator,
       absl::GetFlag(FLAGS_compressions);
   std::vector<CurlResult> plain, gz;
   SidecarRuns runs;  // by (binary index, compression)
+  ClientGoRuns go;
   for (int i = 0; i < absl::GetFlag(FLAGS_runs); ++i) {
     absl::StatusOr<CurlResult> p = Curl(url, false);
     if (!p.ok()) return p.status();
@@ -409,8 +476,13 @@ absl::Status RunCase(const std::string& emulator,
     absl::StatusOr<CurlResult> g = Curl(url, true);
     if (!g.ok()) return g.status();
     gz.push_back(*g);
+    if (absl::Status st = RunClientGo(*kubeconfig, c, &go); !st.ok()) {
+      return st;
+    }
   }
   PrintCase(c, rate, plain, gz, runs);
+  PrintClientGo(go,
+                Median(plain, [](const CurlResult& r) { return r.seconds; }));
   std::fflush(stdout);
   std::remove(kubeconfig->c_str());
   rmdir(dir.c_str());

@@ -1,0 +1,113 @@
+#include "integration_tests/side_by_side.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace integration {
+namespace {
+
+// The number after "\"key\":" in a flat JSON object.
+absl::StatusOr<double> JsonNumber(absl::string_view line,
+                                  absl::string_view key) {
+  const std::string k = absl::StrCat("\"", key, "\":");
+  const size_t at = line.find(k);
+  if (at == absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("no ", key, " in ", line));
+  }
+  absl::string_view rest = line.substr(at + k.size());
+  const size_t end = rest.find_first_of(",}");
+  double v = 0;
+  if (!absl::SimpleAtod(rest.substr(0, end), &v)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad ", key, " in ", line));
+  }
+  return v;
+}
+
+// Runs `cmd` through the shell; its stdout, or an error on a non-zero exit.
+absl::StatusOr<std::string> Output(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return absl::InternalError("popen: " + cmd);
+  std::string out;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, got);
+  if (pclose(p) != 0) {
+    return absl::InternalError(absl::StrCat("failed: ", cmd, "\n", out));
+  }
+  return out;
+}
+
+}  // namespace
+
+ProcMemory ReadProcMemory(pid_t pid) {
+  ProcMemory m;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    double kb = 0;
+    if (f.size() != 3 || !absl::SimpleAtod(f[1], &kb)) continue;
+    if (f[0] == "VmRSS:") m.rss = kb * 1024;
+    if (f[0] == "VmHWM:") m.hwm = kb * 1024;
+    if (f[0] == "RssAnon:") m.anon = kb * 1024;
+  }
+  return m;
+}
+
+absl::StatusOr<SyncResult> ParseClientGoLine(const std::string& line) {
+  SyncResult r;
+  absl::StatusOr<double> v = JsonNumber(line, "sync_seconds");
+  if (!v.ok()) return v.status();
+  r.sync_seconds = *v;
+  if (!(v = JsonNumber(line, "rss_bytes_after_sync")).ok()) return v.status();
+  r.rss_bytes = *v;
+  if (!(v = JsonNumber(line, "rss_peak_bytes")).ok()) return v.status();
+  r.peak_bytes = *v;
+  if (!(v = JsonNumber(line, "objects")).ok()) return v.status();
+  r.objects = *v;
+  return r;
+}
+
+absl::StatusOr<SyncResult> RunClientGo(const std::string& binary,
+                                       const std::string& kubeconfig,
+                                       const std::string& resource,
+                                       const std::string& ns, bool strip,
+                                       absl::Duration timeout) {
+  const std::string cmd = absl::StrCat(
+      binary, " --kubeconfig=", kubeconfig, " --resource=", resource,
+      " --namespace='", ns, "'", strip ? " --strip-managed-fields" : "",
+      " --sync-timeout=", absl::ToInt64Seconds(timeout), "s 2>&1");
+  absl::StatusOr<std::string> out = Output(cmd);
+  if (!out.ok()) return out.status();
+  // The JSON line is the last line (client-go may log before it).
+  std::vector<std::string> lines =
+      absl::StrSplit(*out, '\n', absl::SkipWhitespace());
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (absl::StartsWith(*it, "{")) return ParseClientGoLine(*it);
+  }
+  return absl::InternalError("kube-informer-bench printed no JSON: " + *out);
+}
+
+absl::StatusOr<SyncResult> RunCurl(const std::string& url,
+                                   const std::string& curl_flags) {
+  absl::StatusOr<std::string> out =
+      Output(absl::StrCat("curl -sS -f -o /dev/null ", curl_flags,
+                          " -w '%{size_download} %{time_total}' '", url, "'"));
+  if (!out.ok()) return out.status();
+  std::vector<std::string> f = absl::StrSplit(*out, ' ');
+  SyncResult r;
+  if (f.size() != 2 || !absl::SimpleAtod(f[0], &r.objects) ||
+      !absl::SimpleAtod(f[1], &r.sync_seconds)) {
+    return absl::InternalError("bad curl output: " + *out);
+  }
+  return r;
+}
+
+}  // namespace integration
