@@ -4,13 +4,17 @@
 // compacted.
 //
 //   bazel run -c opt //integration_tests:relist_bench --
-//       [--objects=50000 --changed=20 --runs=1
+//       [--objects=50000 --changed=20 --runs=1 --watch_list=auto,off
 //        --baseline_sidecar=/path/to/other/informer_sidecar]
 //   (one command line)
 //
-// Per run and sidecar (alternating with --baseline_sidecar):
+// Per run, sidecar (alternating with --baseline_sidecar) and --watch_list
+// mode (auto: the initial list and the relist are WatchLists, as against
+// a v1.37 API server; off: LISTs):
 //   1. start the sidecar on the seeded ConfigMaps, open one gRPC Watch on
-//      them and wait for its initial state; RSS "before" (VmRSS);
+//      them and wait for its initial state; the initial sync's time, from
+//      the informer's start to "cache synced" (its log lines); RSS
+//      "before" (VmRSS);
 //   2. reset the peak (VmHWM, via /proc/PID/clear_refs), stall the
 //      sidecar's watch (the emulator sends it nothing), change --changed
 //      ConfigMaps (the last ones in list order), compact and restart the
@@ -57,6 +61,8 @@ ABSL_FLAG(int, objects, 50000, "ConfigMaps to seed and cache.");
 ABSL_FLAG(int, data_bytes, 1024, "Bytes of data per ConfigMap.");
 ABSL_FLAG(int, changed, 20, "ConfigMaps changed while the watch is down.");
 ABSL_FLAG(int, runs, 1, "Runs per sidecar (medians).");
+ABSL_FLAG(std::vector<std::string>, watch_list, {"auto"},
+          "The sidecar's --watch_list modes to measure, each in turn.");
 ABSL_FLAG(std::string, baseline_sidecar, "",
           "Another informer_sidecar binary (e.g. one built from main) to "
           "measure alternately with this build's.");
@@ -225,7 +231,7 @@ class StreamCounter {
 };
 
 struct Result {
-  double before = 0, peak = 0, after = 0, relist_s = 0;
+  double before = 0, peak = 0, after = 0, relist_s = 0, sync_s = 0;
   int live = 0;
   std::string types;
 };
@@ -243,7 +249,25 @@ void WaitQuiet(pid_t pid) {
   }
 }
 
+// Seconds from the first log line containing `from` to the first after
+// it containing `to` (-1 when either is missing).
+double LoggedSeconds(const std::string& log, const std::string& from,
+                     const std::string& to) {
+  std::ifstream in(log);
+  std::string line;
+  double start = -1;
+  while (std::getline(in, line)) {
+    if (start < 0 && absl::StrContains(line, from)) {
+      start = GlogSeconds(line);
+    } else if (start >= 0 && absl::StrContains(line, to)) {
+      return GlogSeconds(line) - start;
+    }
+  }
+  return -1;
+}
+
 absl::StatusOr<Result> RunOnce(const std::string& binary,
+                               const std::string& watch_list,
                                const std::string& kubeconfig,
                                const std::string& dir, int emu_port,
                                const std::vector<int>& to_change, int round) {
@@ -253,7 +277,8 @@ absl::StatusOr<Result> RunOnce(const std::string& binary,
   const std::string log = absl::StrCat(dir, "/sidecar-", round, ".log");
   integration::SidecarProcess::Options options;
   options.flags = {"--kubeconfig=" + kubeconfig, "--config=" + config,
-                   "--print_events=false", "--http_listen=127.0.0.1:0"};
+                   "--print_events=false", "--http_listen=127.0.0.1:0",
+                   "--watch_list=" + watch_list};
   options.stderr_file = log;
   options.start_timeout = absl::Minutes(5);
   absl::StatusOr<std::unique_ptr<integration::SidecarProcess>> sidecar =
@@ -266,6 +291,8 @@ absl::StatusOr<Result> RunOnce(const std::string& binary,
   }
   WaitQuiet(pid);
   Result r;
+  r.sync_s = LoggedSeconds(log, "configmaps: informer started",
+                           "configmaps: cache synced");
   r.before = StatusBytes(pid, "VmRSS");
   std::ofstream(absl::StrCat("/proc/", pid, "/clear_refs")) << "5";
   if (!Control(emu_port, "stall_watches")) {
@@ -312,6 +339,17 @@ absl::StatusOr<Result> RunOnce(const std::string& binary,
   return r;
 }
 
+void PrintRow(const std::string& label, const std::string& mode,
+              const Result& r) {
+  std::printf(
+      "| %s | %s | %.2f s | %.1f MB | %.1f MB | %.1f MB | %.2fx | %.2fx | "
+      "%.2f s | %d (%s) |\n",
+      label.c_str(), mode.c_str(), r.sync_s, r.before / 1e6, r.peak / 1e6,
+      r.after / 1e6, r.peak / r.before, r.after / r.before, r.relist_s, r.live,
+      r.types.c_str());
+  std::fflush(stdout);
+}
+
 int Run(const char* argv0) {
   absl::StatusOr<std::string> emu_bin =
       integration::FindRunfile("emulator/kube_emulator", argv0);
@@ -344,26 +382,23 @@ int Run(const char* argv0) {
     binaries.emplace_back("baseline", absl::GetFlag(FLAGS_baseline_sidecar));
   }
   std::printf(
-      "| sidecar | RSS before | peak during relist | RSS after | "
-      "peak/before | after/before | relist time | stream events after its "
-      "initial state |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      "| sidecar | --watch_list | initial sync | RSS before | peak during "
+      "relist | RSS after | peak/before | after/before | relist time | "
+      "stream events after its initial state |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   int round = 0;
   for (int run = 0; run < absl::GetFlag(FLAGS_runs); ++run) {
-    for (const auto& [label, binary] : binaries) {
-      absl::StatusOr<Result> r =
-          RunOnce(binary, *kubeconfig, dir, (*emu)->port(), to_change, ++round);
-      if (!r.ok()) {
-        std::fprintf(stderr, "%s: %s\n", label.c_str(),
-                     r.status().ToString().c_str());
-        return 1;
+    for (const std::string& mode : absl::GetFlag(FLAGS_watch_list)) {
+      for (const auto& [label, binary] : binaries) {
+        absl::StatusOr<Result> r = RunOnce(binary, mode, *kubeconfig, dir,
+                                           (*emu)->port(), to_change, ++round);
+        if (!r.ok()) {
+          std::fprintf(stderr, "%s: %s\n", label.c_str(),
+                       r.status().ToString().c_str());
+          return 1;
+        }
+        PrintRow(label, mode, *r);
       }
-      std::printf(
-          "| %s | %.1f MB | %.1f MB | %.1f MB | %.2fx | %.2fx | "
-          "%.2f s | %d (%s) |\n",
-          label.c_str(), r->before / 1e6, r->peak / 1e6, r->after / 1e6,
-          r->peak / r->before, r->after / r->before, r->relist_s, r->live,
-          r->types.c_str());
-      std::fflush(stdout);
     }
   }
   return 0;
