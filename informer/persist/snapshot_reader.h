@@ -1,0 +1,67 @@
+#ifndef INFORMER_PERSIST_SNAPSHOT_READER_H_
+#define INFORMER_PERSIST_SNAPSHOT_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "informer/object/object.h"
+#include "informer/persist/snapshot_identity.h"
+
+namespace informer {
+
+// One informer's cache as WriteSnapshot saved it.
+struct LoadedSnapshot {
+  // The file read.
+  std::string path;
+  // The informer's applied resourceVersion when the snapshot was written:
+  // where its watch resumes.
+  std::string resource_version;
+  // When it was written, by the writer's clock.
+  absl::Time written;
+  // The objects, in the order written.
+  std::vector<ObjectPtr> objects;
+  // The file's size.
+  uint64_t file_bytes = 0;
+};
+
+// Reads the snapshot dir/SnapshotFileName(expected) and returns its objects
+// if, and only if, the whole file is intact and of identity `expected`.
+// Objects are decoded with Object::Parse(json, transform) (the JSON is as
+// cached, so the transform, part of the identity, finds nothing more to
+// drop; the parse validates every object again).
+//
+// Never returns partial or wrong data: any problem anywhere in the file
+// fails the whole read, with a distinct SnapshotProblem (see
+// snapshot_error.h) and a message naming the file and the reason:
+//   kMissing (NotFound)            no such file;
+//   kNotSnapshot (InvalidArgument) not a snapshot file at all;
+//   kTruncated (DataLoss)          the file ends early, or is empty;
+//   kChecksum (DataLoss)           flipped bytes; names the frame and offset;
+//   kUnsupportedVersion (Unimplemented) a future format version, or a
+//                                  required section this build cannot read;
+//   kIdentityMismatch (FailedPrecondition) another cluster, resource,
+//                                  namespace, selector, transform or
+//                                  metadata-only setting; names the field
+//                                  and both values;
+//   kMalformed (DataLoss)          intact checksums around invalid content;
+//   kIo                            a failed read (code from errno).
+//
+// Memory: reads one checksummed block (about 1 MiB) at a time and keeps
+// only the parsed objects, so the peak is the objects plus one block.
+// Thread-safe (no shared state); reads a file that a concurrent
+// WriteSnapshot replaces either whole, old or new (the writer renames).
+absl::StatusOr<LoadedSnapshot> ReadSnapshot(const std::string& dir,
+                                            const SnapshotIdentity& expected,
+                                            const TransformOptions& transform);
+
+// The same for a file at an explicit `path` (tests, fuzzing, tools).
+absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
+    const std::string& path, const SnapshotIdentity& expected,
+    const TransformOptions& transform);
+
+}  // namespace informer
+
+#endif  // INFORMER_PERSIST_SNAPSHOT_READER_H_
