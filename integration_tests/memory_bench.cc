@@ -132,6 +132,11 @@ ABSL_FLAG(std::string, namespace, "",
 ABSL_FLAG(std::string, curl_flags, "",
           "With --kubeconfig: curl's credentials for the download, e.g. "
           "--cacert CA -H 'Authorization: Bearer TOKEN'.");
+ABSL_FLAG(std::string, initial_state, "list",
+          "How the sidecar and client-go get the initial state: list (both "
+          "LIST then WATCH: the sidecar's --watch_list=off, client-go's "
+          "WatchListClient gate off; the emulator paces lists only) or "
+          "default (each one's default: WatchList where the server has it).");
 ABSL_FLAG(bool, watch_cost, true,
           "Also measure the sidecar's RSS once a first Watch stream opened "
           "(the fan-out's per-object state; no history without changes).");
@@ -282,6 +287,9 @@ absl::StatusOr<SidecarMem> MeasureSidecar(const std::string& binary,
   integration::SidecarProcess::Options options;
   options.flags = {"--kubeconfig=" + target.kubeconfig, "--config=" + config,
                    "--print_events=false", "--http_listen=127.0.0.1:0"};
+  if (absl::GetFlag(FLAGS_initial_state) == "list") {
+    options.flags.push_back("--watch_list=off");
+  }
   options.env = {TunablesEnv(tunables)};
   options.quiet = true;
   options.start_timeout = absl::Minutes(10);
@@ -556,7 +564,8 @@ absl::Status RunOthers(const Target& t, const std::string& client_go,
   const std::string resource = absl::StrCat("v1/", t.resource);
   for (bool strip : {false, true}) {
     absl::StatusOr<integration::SyncResult> r = integration::RunClientGo(
-        client_go, t.kubeconfig, resource, t.ns, strip, absl::Minutes(20));
+        client_go, t.kubeconfig, resource, t.ns, strip,
+        absl::GetFlag(FLAGS_initial_state) != "list", absl::Minutes(20));
     if (!r.ok()) return r.status();
     (*runs)[strip ? "client-go, managedFields stripped" : "client-go defaults"]
         .push_back(*r);
@@ -737,7 +746,11 @@ int RunParent(const std::string& self, const char* argv0) {
       "%.0f %s in %s, list %.1f MB, %.0f B of JSON per object as served\n", *n,
       target->resource.c_str(),
       target->ns.empty() ? "all namespaces" : target->ns.c_str(),
-      list->objects / 1e6, list->objects / *n);
+      list->objects / 1e6, list->objects / *n,
+      absl::GetFlag(FLAGS_initial_state) == "list"
+          ? "LIST for all (sidecar --watch_list=off, client-go "
+            "WatchListClient off)"
+          : "each one's default");
   // The binaries compared, run alternately.
   std::vector<std::pair<std::string, std::string>> binaries = {
       {"this build", *sidecar_bin}};

@@ -62,7 +62,8 @@ class Loader:
                         "Content-Type": "application/json"}
 
     def run(self, requests):
-        """requests: an iterable of (method, path, body, content_type)."""
+        """requests: an iterable of lists of (method, path, body,
+        content_type), each list sent in order on one connection."""
         q = queue.Queue(maxsize=WORKERS * 4)
         errors = []
 
@@ -73,16 +74,18 @@ class Loader:
                 item = q.get()
                 if item is None:
                     return
-                method, path, body, ctype = item
-                headers = dict(self.headers)
-                if ctype:
-                    headers["Content-Type"] = ctype
-                conn.request(method, path, body, headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                if resp.status >= 300 and resp.status != 409:
-                    errors.append("%s %s: %d %s" % (method, path, resp.status,
-                                                    data[:300]))
+                # One item: requests that must go in order (a create, then
+                # its status), on this connection.
+                for method, path, body, ctype in item:
+                    headers = dict(self.headers)
+                    if ctype:
+                        headers["Content-Type"] = ctype
+                    conn.request(method, path, body, headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    if resp.status >= 300 and resp.status != 409:
+                        errors.append("%s %s: %d %s" % (
+                            method, path, resp.status, data[:300]))
 
         threads = [threading.Thread(target=work) for _ in range(WORKERS)]
         for t in threads:
@@ -104,8 +107,8 @@ def configmaps(n):
                 "metadata": {"name": "cm-%d" % i,
                              "namespace": CM_NAMESPACE},
                 "data": {"payload": "x" * 1024}}
-        yield ("POST", "/api/v1/namespaces/%s/configmaps?fieldManager="
-               "kubectl-create" % CM_NAMESPACE, json.dumps(body), None)
+        yield [("POST", "/api/v1/namespaces/%s/configmaps?fieldManager="
+                "kubectl-create" % CM_NAMESPACE, json.dumps(body), None)]
 
 
 def emulator_pods(n, namespaces, tmp):
@@ -141,12 +144,12 @@ def pod_requests(pods):
             meta.pop(k, None)
         status = pod.pop("status")
         base = "/api/v1/namespaces/%s/pods" % meta["namespace"]
-        yield ("POST", base + "?fieldManager=kube-controller-manager",
-               json.dumps(pod), None)
-        yield ("PATCH", "%s/%s/status?fieldManager=kubelet" %
-               (base, urllib.parse.quote(meta["name"])),
-               json.dumps({"status": status}),
-               "application/merge-patch+json")
+        yield [("POST", base + "?fieldManager=kube-controller-manager",
+                json.dumps(pod), None),
+               ("PATCH", "%s/%s/status?fieldManager=kubelet" %
+                (base, urllib.parse.quote(meta["name"])),
+                json.dumps({"status": status}),
+                "application/merge-patch+json")]
 
 
 def seed(cp, args, tmp):
@@ -160,10 +163,46 @@ def seed(cp, args, tmp):
     pods = emulator_pods(args.pods, args.pod_namespaces, tmp)
     for ns in sorted({p["metadata"]["namespace"] for p in pods}):
         cp.create_namespace(ns)
+    emulated = json.dumps(pods[0], separators=(",", ":"))
     t0 = time.monotonic()
     loader.run(pod_requests(pods))
     print("seeded %d Pods (create + status) in %.0f s" %
           (len(pods), time.monotonic() - t0), flush=True)
+    compare_shapes(cp, json.loads(emulated))
+
+
+def compare_shapes(cp, emulated):
+    """The same Pod as the emulator serves it and as the real server does
+    after the seeding's create and status update."""
+    meta = emulated["metadata"]
+    real = cp.api("GET", "/api/v1/namespaces/%s/pods/%s" %
+                  (meta["namespace"], meta["name"]))
+    for name, pod in (("emulator", emulated), ("kube-apiserver", real)):
+        compact = json.dumps(pod, separators=(",", ":"))
+        managed = pod["metadata"].get("managedFields") or []
+        mf = len(json.dumps(managed, separators=(",", ":")))
+        print("a Pod as %s serves it: %d B of JSON, managedFields %d B (%s)"
+              % (name, len(compact), mf, ", ".join(
+                  "%s/%s%s" % (m.get("manager"), m.get("operation"),
+                               "/" + m["subresource"] if m.get("subresource")
+                               else "") for m in managed)), flush=True)
+    print("fields only the real Pod has: %s" % sorted(
+        set(flatten(real)) - set(flatten(emulated))), flush=True)
+    print("fields only the emulator's Pod has: %s" % sorted(
+        set(flatten(emulated)) - set(flatten(real))), flush=True)
+
+
+def flatten(obj, prefix=""):
+    """Field paths of `obj` (lists by their first item), managedFields'
+    own contents left out."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            path = prefix + "." + k if prefix else k
+            yield path
+            if k != "managedFields":
+                yield from flatten(v, path)
+    elif isinstance(obj, list) and obj:
+        yield from flatten(obj[0], prefix + "[]")
 
 
 def main():
@@ -172,6 +211,9 @@ def main():
     parser.add_argument("--configmaps", type=int, default=50000)
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--pod_namespaces", type=int, default=10)
+    parser.add_argument("--initial_state", default="default",
+                        help="memory_bench's --initial_state: default "
+                        "(WatchList for both on v1.37) or list")
     parser.add_argument("--bench_flags", default="",
                         help="more memory_bench flags")
     args = parser.parse_args()
@@ -190,6 +232,7 @@ def main():
                    "--resource=" + resource, "--namespace=" + ns,
                    "--curl_flags=" + curl, "--runs=%d" % args.runs,
                    "--tunables=default",
+                   "--initial_state=" + args.initial_state,
                    "--client_go_bench=" + os.path.join(
                        bin_dir, "kube-informer-bench")]
             cmd += shlex.split(args.bench_flags)

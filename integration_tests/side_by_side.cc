@@ -79,10 +79,12 @@ absl::StatusOr<SyncResult> RunClientGo(const std::string& binary,
                                        const std::string& kubeconfig,
                                        const std::string& resource,
                                        const std::string& ns, bool strip,
+                                       bool watch_list,
                                        absl::Duration timeout) {
   const std::string cmd = absl::StrCat(
-      binary, " --kubeconfig=", kubeconfig, " --resource=", resource,
-      " --namespace='", ns, "'", strip ? " --strip-managed-fields" : "",
+      watch_list ? "" : "KUBE_FEATURE_WatchListClient=false ", binary,
+      " --kubeconfig=", kubeconfig, " --resource=", resource, " --namespace='",
+      ns, "'", strip ? " --strip-managed-fields" : "",
       " --sync-timeout=", absl::ToInt64Seconds(timeout), "s 2>&1");
   absl::StatusOr<std::string> out = Output(cmd);
   if (!out.ok()) return out.status();

@@ -37,14 +37,17 @@ ProcMemory ReadProcMemory(pid_t pid);
 
 // kube-informer-bench (client-go v0.37.2) once: --kubeconfig, --resource
 // ("v1/pods"), --namespace (empty: all) and --strip-managed-fields when
-// `strip`. sync_seconds is its own (informer start to HasSynced, after a
-// one-object probe list); rss_bytes and peak_bytes are its
+// `strip`; with `watch_list` false, client-go's WatchListClient gate is
+// turned off (KUBE_FEATURE_WatchListClient=false: LIST, then WATCH), else
+// it has its default (on in v0.37: the initial state as one watch with
+// sendInitialEvents). sync_seconds is its own (informer start to HasSynced,
+// after a one-object probe list); rss_bytes and peak_bytes are its
 // rss_bytes_after_sync and rss_peak_bytes.
 absl::StatusOr<SyncResult> RunClientGo(const std::string& binary,
                                        const std::string& kubeconfig,
                                        const std::string& resource,
                                        const std::string& ns, bool strip,
-                                       absl::Duration timeout);
+                                       bool watch_list, absl::Duration timeout);
 
 // `curl -s -o /dev/null` of `url` with `curl_flags` (e.g. --cacert and an
 // Authorization header for a real API server); sync_seconds is curl's

@@ -35,10 +35,14 @@ TEST(SideBySideTest, ReadsThisProcessMemory) {
 
 TEST(SideBySideTest, ClientGoFailureIsAnError) {
   // A binary that exits non-zero: the error carries the command.
-  absl::StatusOr<SyncResult> r = RunClientGo(
-      "/bin/false", "/nonexistent", "v1/pods", "", false, absl::Seconds(5));
+  absl::StatusOr<SyncResult> r =
+      RunClientGo("/bin/false", "/nonexistent", "v1/pods", "", false,
+                  /*watch_list=*/false, absl::Seconds(5));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/bin/false"), std::string::npos);
+  // The LIST mode turns client-go's WatchListClient gate off.
+  EXPECT_NE(r.status().message().find("KUBE_FEATURE_WatchListClient=false"),
+            std::string::npos);
 }
 
 }  // namespace
