@@ -140,6 +140,12 @@ REALKUBE_TESTS=(
   //integration_tests:real_facade_clients_test
   //integration_tests:real_grpcurl_readme_test
   //integration_tests:real_emulator_differential_test
+  //integration_tests:real_events_test
+  //integration_tests:real_rbac_forbidden_test
+  //integration_tests:real_watch_filter_resume_test
+  //integration_tests:real_chain_churn_test
+  //integration_tests:real_facade_bookmark_test
+  //integration_tests:real_soak_test
 )
 
 # Builds the peers (cached outside the tree: seconds once built), then runs
