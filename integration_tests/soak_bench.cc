@@ -20,9 +20,10 @@
 // polling with a deadline, the sidecar's cache (gRPC List) must equal the
 // emulator's state object by object (key and resourceVersion), and so
 // must every consumer's mirror. Reported per checkpoint: faults so far,
-// relists (the sidecar's "relisting" log lines; at most one per
-// compaction or restart is forced), the time the cache took to catch up
-// (cache staleness) and the consumers, VmRSS and thread count.
+// relists and the 410s that force them (the sidecar's /metrics: a LIST or
+// a WatchList after the first; at most one per compaction or restart is
+// forced), the time the cache took to catch up (cache staleness) and the
+// consumers, VmRSS and thread count.
 
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -282,12 +283,39 @@ double StatusValue(pid_t pid, const std::string& field) {
   return 0;
 }
 
-int CountLines(const std::string& file, const std::string& needle) {
-  std::ifstream in(file);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) n += absl::StrContains(line, needle) ? 1 : 0;
-  return n;
+// One series of the sidecar's /metrics, e.g.
+// `informer_sidecar_informer_relists_total{resource="configmaps"}`; -1
+// when it cannot be read.
+int Metric(int http_port, const std::string& series) {
+  httplib::Client cli("127.0.0.1", http_port);
+  auto res = cli.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
+    if (!absl::ConsumePrefix(&line, series + " ")) continue;
+    double v = 0;
+    return absl::SimpleAtod(line, &v) ? static_cast<int>(v) : -1;
+  }
+  return 0;  // a counter not yet incremented is not exported
+}
+
+constexpr char kRelists[] =
+    "informer_sidecar_informer_relists_total{resource=\"configmaps\"}";
+constexpr char kExpired[] =
+    "informer_sidecar_informer_errors_total{resource=\"configmaps\","
+    "kind=\"http_410\"}";
+
+// The sidecar's HTTP port from its --ports_file ("grpc=... http=N").
+int HttpPort(const std::string& ports_file) {
+  std::ifstream in(ports_file);
+  std::string word;
+  int port = 0;
+  while (in >> word) {
+    absl::string_view w = word;
+    if (absl::ConsumePrefix(&w, "http=") && absl::SimpleAtoi(w, &port)) {
+      return port;
+    }
+  }
+  return 0;
 }
 
 // Churn and faults, paused while `gate` is held by a checkpoint.
@@ -376,6 +404,7 @@ struct Setup {
   std::unique_ptr<integration::EmulatorProcess> emulator;
   std::unique_ptr<integration::SidecarProcess> sidecar;
   std::string log;
+  int http_port = 0;  // its /metrics
 };
 
 absl::StatusOr<Setup> StartAll(const char* argv0) {
@@ -411,14 +440,18 @@ absl::StatusOr<Setup> StartAll(const char* argv0) {
                         << kNamespace << "\n";
   setup.log = absl::StrCat(dir, "/sidecar.log");
   integration::SidecarProcess::Options options;
+  const std::string ports = absl::StrCat(dir, "/ports");
   options.flags = {"--kubeconfig=" + *kubeconfig, "--config=" + config,
-                   "--print_events=false", "--http_listen=127.0.0.1:0"};
+                   "--print_events=false", "--http_listen=127.0.0.1:0",
+                   "--ports_file=" + ports};
   options.stderr_file = setup.log;
   options.start_timeout = absl::Minutes(5);
   absl::StatusOr<std::unique_ptr<integration::SidecarProcess>> sidecar =
       integration::SidecarProcess::Start(*sidecar_bin, std::move(options));
   if (!sidecar.ok()) return sidecar.status();
   setup.sidecar = *std::move(sidecar);
+  setup.http_port = HttpPort(ports);
+  if (setup.http_port == 0) return absl::InternalError("no http= in " + ports);
   return setup;
 }
 
@@ -481,10 +514,11 @@ int Run(const char* argv0) {
   std::thread churn([&load] { load.Churn(); });
   std::thread faults([&load] { load.Faults(); });
   std::printf(
-      "| elapsed | changes | cuts | stalls | compactions | restarts | "
+      "| elapsed | changes | cuts | stalls | compactions | restarts | 410s | "
       "relists | cache staleness | consumers caught up | cache = server | "
       "mirrors = server | VmRSS | threads |\n| --- | --- | --- | --- | --- "
-      "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  const int http = setup->http_port;
   const absl::Time start = absl::Now();
   const absl::Time end = start + absl::GetFlag(FLAGS_duration);
   std::vector<double> rss, threads;
@@ -502,11 +536,11 @@ int Run(const char* argv0) {
         c.cache_ok && c.mirrors_ok == static_cast<int>(consumers.size());
     failures += ok ? 0 : 1;
     std::printf(
-        "| %.0f min | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s | %s | "
-        "%d/%zu | %.1f MB | %.0f |\n",
+        "| %.0f min | %d | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s | "
+        "%s | %d/%zu | %.1f MB | %.0f |\n",
         absl::ToDoubleMinutes(absl::Now() - start), load.changes.load(),
         load.cuts.load(), load.stalls.load(), load.compactions.load(),
-        load.restarts.load(), CountLines(setup->log, "configmaps: relisting"),
+        load.restarts.load(), Metric(http, kExpired), Metric(http, kRelists),
         absl::ToDoubleSeconds(c.cache_stale),
         absl::ToDoubleSeconds(c.all_stale), c.cache_ok ? "yes" : "NO",
         c.mirrors_ok, consumers.size(), rss.back(), threads.back());
@@ -522,10 +556,10 @@ int Run(const char* argv0) {
   };
   std::printf(
       "\nmax cache staleness %.2f s; RSS spread %.1f%%, threads spread "
-      "%.1f%% over the checkpoints; relists %d for %d compactions + %d "
-      "restarts; consumer reconnects:",
+      "%.1f%% over the checkpoints; relists %d for %d 410s (%d compactions "
+      "+ %d restarts); consumer reconnects:",
       absl::ToDoubleSeconds(max_stale), spread(rss), spread(threads),
-      CountLines(setup->log, "configmaps: relisting"), load.compactions.load(),
+      Metric(http, kRelists), Metric(http, kExpired), load.compactions.load(),
       load.restarts.load());
   for (auto& c : consumers) {
     std::printf(" %s %d", c->name().c_str(), c->reconnects());

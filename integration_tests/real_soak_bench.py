@@ -1,0 +1,476 @@
+"""A soak under faults against the real kube-apiserver v1.37 and etcd
+(control_plane.py): the real informer_sidecar for --duration (30 minutes
+by default) with steady churn of ConfigMaps written through the real API,
+the faults the real control plane can produce, and three Watch consumers,
+checking at every checkpoint that nothing was lost. The real-server twin
+of soak_bench (the emulator's); run by hand, not in CI:
+
+    REALKUBE_BIN=$(tools/realkube.sh bin-dir) \\
+    INFORMER_SIDECAR_BIN=bazel-bin/server/informer_sidecar \\
+        /usr/bin/python3 integration_tests/real_soak_bench.py [--duration=15m]
+
+Churn: --churn_per_s changes a second over --objects ConfigMaps, from
+writer threads on keep-alive HTTPS connections as the admin: merge
+patches, and one in ten a delete and a re-create under the same name (a
+new uid). Writes that fail (the API server restarting) are counted apart.
+
+The sidecar (the unprivileged user with `view`) reaches the API server
+through a TCP relay in this process, so connections can die while new
+ones work. Faults, each on its own period (0 turns one off):
+- cut: every relayed connection closed (dropped connections);
+- stuck: every relayed connection stops forwarding but stays open for
+  --stuck_for (a stuck peer; --api_watch_idle_timeout notices);
+- drop: nftables drops the packets of every relayed connection for
+  --drop_for (--api_tcp_timeout notices); only as root with `ip` and
+  `nft`, in a network namespace of its own (everything runs there);
+- freeze: the sidecar stopped (SIGSTOP) for --freeze_for while the churn
+  goes on, then continued;
+- compact: etcd compacted at its current revision;
+- restart: kube-apiserver restarted against the same etcd (a new watch
+  cache: a re-watch from before it, or from a compacted revision, gets
+  410 and relists).
+
+Consumers: three gRPC Watch streams on connections of their own, each
+keeping a mirror (name -> resourceVersion) and resuming with its last
+resume token when its stream ends: prompt, slow (--slow_delay after each
+message), stalled (reads nothing between checkpoints).
+
+Checkpoint, every --checkpoint_every: churn and faults pause (a frozen
+sidecar is continued), and the soak's clock with them (--duration counts
+the time under load, not the checkpoints'). The API server's list is the
+truth; polling against a deadline, the sidecar's cache (gRPC List) must
+equal it object by object (every field the sidecar keeps) and every
+mirror name by name and resourceVersion by resourceVersion. Reported per
+checkpoint: faults so far, 410s the server answered, relists, the time
+the cache took to catch up (cache staleness) and the consumers, VmRSS and
+thread count. A relist is forced when the server answered 410 to the
+watch before it, or the list before it failed; any other relist fails
+the run, as does a checkpoint that does not converge.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+
+import real_sidecar_smoke_test as smoke
+from real_sidecar import RealSidecar
+import real_dead_connection_test as dead  # the netns and nft tooling
+from real_soak_parts import (NS, RESOURCE, Churn, Consumer, Relay, seed,
+                             server_truth, sidecar_cache, proc_status,
+                             versions)
+
+import control_plane  # noqa: E402  (on sys.path through the smoke test)
+
+RELISTS = "informer_sidecar_informer_relists_total"
+ERRORS = "informer_sidecar_informer_errors_total"
+RESTARTS = "informer_sidecar_informer_watch_restarts_total"
+
+
+def duration(text):
+    """"90s", "15m", "1h", "2m30s", "250ms" or plain seconds -> seconds."""
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError("not a duration: " + text)
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    d = duration
+    p.add_argument("--duration", type=d, default=d("30m"))
+    p.add_argument("--checkpoint_every", type=d, default=d("2m"))
+    p.add_argument("--catch_up_timeout", type=d, default=d("4m"),
+                   help="How long a checkpoint waits to converge.")
+    p.add_argument("--objects", type=int, default=2000)
+    p.add_argument("--churn_per_s", type=float, default=50)
+    p.add_argument("--writers", type=int, default=3)
+    p.add_argument("--cut_every", type=d, default=d("45s"))
+    p.add_argument("--stuck_every", type=d, default=d("7m"))
+    p.add_argument("--stuck_for", type=d, default=d("90s"))
+    p.add_argument("--drop_every", type=d, default=d("5m"))
+    p.add_argument("--drop_for", type=d, default=d("60s"))
+    p.add_argument("--freeze_every", type=d, default=d("6m"))
+    p.add_argument("--freeze_for", type=d, default=d("20s"))
+    p.add_argument("--compact_every", type=d, default=d("2m"))
+    p.add_argument("--restart_every", type=d, default=d("4m"))
+    p.add_argument("--slow_delay", type=d, default=d("20ms"))
+    p.add_argument("--bin_dir", default=os.environ.get("REALKUBE_BIN", ""),
+                   help="The peers (default $REALKUBE_BIN).")
+    p.add_argument("--log_dir", default="",
+                   help="Where to keep the sidecar's log and the faults' "
+                   "(default: removed with the run's directory).")
+    p.add_argument("--sidecar_flag", action="append", default=[],
+                   help="An extra informer_sidecar flag (repeatable).")
+    return p.parse_args(argv)
+
+def failed_lists(log):
+    """The list attempts of the configmaps reflector that failed, from
+    its log: each is followed by another list (a relist once it had
+    listed). A LIST is a GET without watch=1; a WatchList is a watch with
+    sendInitialEvents=true."""
+    n = 0
+    for line in log.splitlines():
+        if not line.startswith("W") or " %s: " % RESOURCE not in line:
+            continue
+        if "sendInitialEvents=true" in line or (
+                "GET /api/" in line and "watch=1" not in line):
+            n += 1
+    return n
+
+
+class Faults:
+    """The faults' schedule. Driven by the thread that started the control
+    plane: its children die with that thread (PR_SET_PDEATHSIG), so the
+    API server is restarted from it too. A fault still in progress (stuck,
+    drop, freeze) is not begun again before it ends."""
+
+    KINDS = ("cut", "stuck", "drop", "freeze", "compact", "restart")
+
+    def __init__(self, args, cp, relay, sidecar, can_drop):
+        self.args, self.cp, self.relay, self.sidecar = args, cp, relay, sidecar
+        now = time.monotonic()
+        self.due = {}
+        for kind in self.KINDS:
+            if self.every(kind) > 0 and (kind != "drop" or can_drop):
+                self.due[kind] = now + self.every(kind)
+        self.count = dict.fromkeys(self.KINDS, 0)
+        self.ends = {}  # a fault in progress -> when it ends
+        self.nft_table = "soak_drop_%d" % os.getpid()
+
+    def note(self, what):
+        """One line per fault begun or ended, to stderr."""
+        print("%s %s" % (time.strftime("%H:%M:%S"), what), file=sys.stderr,
+              flush=True)
+
+    def every(self, kind):
+        return getattr(self.args, kind + "_every")
+
+    def tick(self):
+        now = time.monotonic()
+        for kind, at in list(self.ends.items()):
+            if now >= at:
+                self.end(kind)
+        for kind in sorted(self.due, key=self.due.get):
+            if now < self.due[kind]:
+                continue
+            if kind in self.ends:
+                pass  # still in progress: skip this one
+            elif getattr(self, "_" + kind)():
+                self.count[kind] += 1
+                self.note(kind)
+            else:
+                continue  # no connection to fault right now: soon again
+            while self.due[kind] <= now:
+                self.due[kind] += self.every(kind)
+
+    def _cut(self):
+        return self.relay.cut() > 0
+
+    def _stuck(self):
+        if not self.relay.stick():
+            return False
+        self.ends["stuck"] = time.monotonic() + self.args.stuck_for
+        return True
+
+    def _drop(self):
+        ports = self.relay.ports()
+        if not ports:
+            return False
+        listed = ", ".join(str(p) for p in sorted(ports))
+        rules = (
+            "add table inet {t}\n"
+            "add chain inet {t} input {{ type filter hook input priority 0;"
+            " }}\n"
+            "add rule inet {t} input iif lo tcp sport {r} tcp dport {{ {p} }}"
+            " drop\n"
+            "add rule inet {t} input iif lo tcp dport {r} tcp sport {{ {p} }}"
+            " drop\n").format(t=self.nft_table, r=self.relay.port, p=listed)
+        subprocess.run([dead.tool("nft"), "-f", "-"], input=rules, text=True,
+                       check=True)
+        self.ends["drop"] = time.monotonic() + self.args.drop_for
+        return True
+
+    def _freeze(self):
+        self.sidecar.freeze()
+        self.ends["freeze"] = time.monotonic() + self.args.freeze_for
+        return True
+
+    def _compact(self):
+        self.cp.compact_etcd()
+        return True
+
+    def _restart(self):
+        self.cp.restart_apiserver()
+        return True
+
+    def postpone(self, seconds):
+        """Moves every fault not yet begun `seconds` later."""
+        for kind in self.due:
+            self.due[kind] += seconds
+
+    def end(self, kind):
+        """Ends a fault in progress."""
+        if self.ends.pop(kind, None) is None:
+            return
+        self.note(kind + " ended")
+        if kind == "stuck":
+            self.relay.release_stuck()
+        elif kind == "drop":
+            subprocess.run([dead.tool("nft"), "delete", "table", "inet",
+                            self.nft_table], check=True)
+        elif kind == "freeze":
+            self.sidecar.thaw()
+
+    def end_all(self):
+        for kind in list(self.ends):
+            self.end(kind)
+
+    def summary(self):
+        return ", ".join("%d %s" % (self.count[k], k) for k in self.KINDS
+                         if k in self.due)
+
+class Soak:
+    """One run: the control plane, the relay, the sidecar, the churn, the
+    consumers and the faults, in `tmp`. Not thread-safe: the thread that
+    made it runs it."""
+
+    def __init__(self, args, tmp, can_drop, out):
+        self.args, self.tmp, self.out = args, tmp, out
+        self.can_drop = can_drop
+        self.cp = self.relay = self.sidecar = None
+        self.churn = self.faults = None
+        self.consumers = []
+
+    def start(self):
+        """Everything up, the sidecar synced; close() undoes a partial
+        start too."""
+        args, tmp = self.args, self.tmp
+        self.pb = smoke.generate_messages(tmp)
+        self.cp = control_plane.ControlPlane(
+            args.bin_dir, state_dir=os.path.join(tmp, "control-plane"))
+        self.cp.start()
+        self.cp.bind_cluster_role(control_plane.UNPRIVILEGED_USER, "view")
+        self.cp.create_namespace(NS)
+        seed(self.cp, args.objects)
+        self.relay = Relay(self.cp.port)
+        with open(self.cp.user_kubeconfig) as f:
+            text = f.read()
+        kubeconfig = os.path.join(tmp, "relay.kubeconfig")
+        with open(kubeconfig, "w") as f:
+            f.write(text.replace(self.cp.server,
+                                 "https://127.0.0.1:%d" % self.relay.port))
+        self.sidecar = RealSidecar(
+            os.path.join(tmp, "sidecar"), kubeconfig,
+            ["--resources=" + RESOURCE, "--namespace=" + NS,
+             "--print_events=false"] + args.sidecar_flag).start()
+        self.list_stub = self.sidecar.channel.unary_unary(
+            "/informer.v1.Informer/List",
+            request_serializer=self.pb.ListRequest.SerializeToString,
+            response_deserializer=self.pb.ListResponse.FromString)
+        target = "unix:" + self.sidecar.socket
+        self.consumers = [Consumer(name, target, self.pb, name,
+                                   args.slow_delay)
+                          for name in ("prompt", "slow", "stalled")]
+        self.churn = Churn(self.cp, args.objects, args.churn_per_s,
+                           args.writers)
+        self.faults = Faults(args, self.cp, self.relay, self.sidecar,
+                             self.can_drop)
+
+    def close(self):
+        if self.faults is not None:
+            self.faults.end_all()
+        if self.churn is not None:
+            self.churn.stop()
+        for c in self.consumers:
+            c.stop()
+        if self.sidecar is not None:
+            self.sidecar.stop()
+        if self.relay is not None:
+            self.relay.close()
+        if self.cp is not None:
+            self.cp.stop()
+
+    def metric(self, name, **labels):
+        return int(self.sidecar.metric(name, resource=RESOURCE, **labels))
+
+    def catch_up(self):
+        """Churn and faults paused: polls until the sidecar's cache and
+        every mirror equal the server's list, or the deadline."""
+        self.churn.pause()
+        self.faults.end("freeze")
+        for c in self.consumers:
+            c.set_open(True)
+        t0 = time.monotonic()
+        truth = server_truth(self.cp)
+        truth_rv = versions(truth)
+        r = {"cache_stale": None, "cache": None, "mirrors_ok": 0}
+        deadline = t0 + self.args.catch_up_timeout
+        while True:
+            try:
+                r["cache"] = sidecar_cache(self.list_stub, self.pb)
+            except grpc.RpcError:
+                r["cache"] = None
+            cache_ok = r["cache"] is not None and \
+                versions(r["cache"]) == truth_rv
+            if cache_ok and r["cache_stale"] is None:
+                r["cache_stale"] = time.monotonic() - t0
+            r["mirrors_ok"] = sum(c.mirror() == truth_rv
+                                  for c in self.consumers)
+            done = cache_ok and r["mirrors_ok"] == len(self.consumers)
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # polled against the deadline
+        r["all_stale"] = time.monotonic() - t0
+        # Object by object, every field the sidecar keeps.
+        r["cache_ok"] = r["cache"] == truth
+        r["objects"] = len(truth)
+        for c in self.consumers:
+            c.set_open(False)
+        self.churn.resume()
+        return r
+
+    def checkpoint(self, start):
+        c = self.catch_up()
+        changes, failed = self.churn.counts()
+        pid = self.sidecar.process.pid
+        row = {
+            "elapsed": (time.monotonic() - start) / 60, "changes": changes,
+            "failed": failed, "faults": dict(self.faults.count),
+            "expired": self.metric(ERRORS, kind="http_410"),
+            "relists": self.metric(RELISTS),
+            "rewatches": self.metric(RESTARTS),
+            "cache_stale": c["cache_stale"], "all_stale": c["all_stale"],
+            "cache_ok": c["cache_ok"], "mirrors_ok": c["mirrors_ok"],
+            "objects": c["objects"],
+            "rss_mb": proc_status(pid, "VmRSS") / 1024,
+            "threads": proc_status(pid, "Threads"),
+        }
+        self.print_row(row)
+        return row
+
+    HEADER = ("| elapsed | changes (failed) | cuts | stuck | drops | "
+              "freezes | compactions | restarts | 410s | relists | "
+              "re-watches | cache staleness | consumers caught up | "
+              "cache = server | mirrors = server | VmRSS | threads |\n" +
+              "| --- " * 17 + "|")
+
+    def print_row(self, r):
+        f = r["faults"]
+        stale = ("%.2f s" % r["cache_stale"] if r["cache_stale"] is not None
+                 else "never")
+        print("| %.1f min | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | "
+              "%d | %s | %.2f s | %s | %d/%d | %.1f MB | %.0f |" % (
+                  r["elapsed"], r["changes"], r["failed"], f["cut"],
+                  f["stuck"], f["drop"], f["freeze"], f["compact"],
+                  f["restart"], r["expired"], r["relists"], r["rewatches"],
+                  stale, r["all_stale"],
+                  "yes (%d)" % r["objects"] if r["cache_ok"] else "NO",
+                  r["mirrors_ok"], len(self.consumers), r["rss_mb"],
+                  r["threads"]), file=self.out, flush=True)
+
+    def run(self):
+        """The soak's clock stops during checkpoints: each interval between
+        them has --checkpoint_every of churn and faults, and no fault
+        falls due while one runs."""
+        print(self.HEADER, file=self.out, flush=True)
+        start = time.monotonic()
+        paused = 0.0
+        rows = []
+        next_at = self.args.checkpoint_every
+        while next_at <= self.args.duration + 1e-6:
+            self.faults.tick()
+            if time.monotonic() - start - paused >= next_at:
+                began = time.monotonic()
+                rows.append(self.checkpoint(start))
+                paused += time.monotonic() - began
+                self.faults.postpone(time.monotonic() - began)
+                next_at += self.args.checkpoint_every
+            else:
+                time.sleep(0.2)  # the faults' clock
+        return self.summarize(rows)
+
+    def summarize(self, rows):
+        """The run's figures; a relist is forced by a 410 or a failed list
+        before it, so more relists than those is a failure."""
+        relists = self.metric(RELISTS)
+        expired = self.metric(ERRORS, kind="http_410")
+        failed = failed_lists(self.sidecar.log())
+        stale = [r["cache_stale"] for r in rows
+                 if r["cache_stale"] is not None]
+        rss = [r["rss_mb"] for r in rows]
+        threads = [r["threads"] for r in rows]
+        result = {
+            "rows": rows, "relists": relists, "expired": expired,
+            "failed_lists": failed,
+            "unforced": max(0, relists - expired - failed),
+            "failures": sum(not (r["cache_ok"] and r["mirrors_ok"] ==
+                                 len(self.consumers)) for r in rows),
+            "max_stale": max(stale) if stale else None,
+            "reconnects": {c.name: (c.reconnects, dict(c.ends))
+                           for c in self.consumers},
+            "faults": dict(self.faults.count),
+        }
+        print("\nfaults: %s; relists %d for %d 410s and %d failed lists "
+              "(unforced %d); max cache staleness %s; VmRSS %s; threads %s; "
+              "consumer reconnects: %s; checkpoints failed: %d of %d" % (
+                  self.faults.summary(), relists, expired, failed,
+                  result["unforced"],
+                  "%.2f s" % max(stale) if stale else "-",
+                  spread(rss, "%.1f MB"), spread(threads, "%.0f"),
+                  ", ".join("%s %d %s" % (n, k, e) for n, (k, e) in
+                            result["reconnects"].items()),
+                  result["failures"], len(rows)), file=self.out, flush=True)
+        return result
+
+
+def spread(values, fmt):
+    """min-max, with the spread over all and from the second on."""
+    if not values:
+        return "-"
+    pct = lambda v: (max(v) / min(v) - 1) * 100 if v and min(v) else 0.0
+    return "%s-%s (spread %.1f%%, %.1f%% from the second checkpoint)" % (
+        fmt % min(values), fmt % max(values), pct(values), pct(values[1:]))
+
+
+def run(args, can_drop, out=sys.stdout):
+    """One soak; its result (see Soak.summarize)."""
+    tmp = tempfile.mkdtemp(prefix="rksoak", dir="/tmp")
+    soak = Soak(args, tmp, can_drop, out)
+    try:
+        soak.start()
+        return soak.run()
+    finally:
+        soak.close()
+        if args.log_dir:
+            os.makedirs(args.log_dir, exist_ok=True)
+            for d in ("sidecar", "control-plane/logs"):
+                subprocess.run(["cp", "-r", os.path.join(tmp, d),
+                                args.log_dir], check=False)
+        subprocess.run(["rm", "-rf", tmp], check=False)
+
+
+def main():
+    args = parse_args()
+    if not args.bin_dir:
+        sys.exit("no peers: set REALKUBE_BIN or --bin_dir "
+                 "(tools/realkube.sh bin-dir)")
+    # Before any thread: the whole soak in a network namespace of its own,
+    # where nftables may drop packets without touching the host's.
+    why_not = dead.enter_network_namespace()
+    print("dropped packets: %s" % ("on" if not why_not else
+                                   "off (%s)" % why_not), flush=True)
+    result = run(args, can_drop=not why_not)
+    sys.exit(0 if not (result["failures"] or result["unforced"]) else 2)
+
+
+if __name__ == "__main__":
+    main()
