@@ -50,8 +50,9 @@ absl::StatusOr<SyncResult> RunClientGo(const std::string& binary,
                                        bool watch_list, absl::Duration timeout);
 
 // `curl -s -o /dev/null` of `url` with `curl_flags` (e.g. --cacert and an
-// Authorization header for a real API server); sync_seconds is curl's
-// time_total, objects the bytes downloaded.
+// Authorization header for a real API server) and a User-Agent that is not
+// curl's (kube-apiserver pretty-prints JSON for curl); sync_seconds is
+// curl's time_total, objects the bytes downloaded.
 absl::StatusOr<SyncResult> RunCurl(const std::string& url,
                                    const std::string& curl_flags);
 
