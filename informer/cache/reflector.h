@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "informer/cache/delta_fifo.h"
@@ -124,8 +125,32 @@ class Reflector {
     // informer stages every list: into an empty cache an indexed copy
     // (IndexerListStage), into a populated one a ListReconciler.
     std::function<std::unique_ptr<ListStage>()> begin_list_stage;
+    // Resume instead of listing: the consumer already holds the state at
+    // this resourceVersion (an informer's cache loaded from a snapshot).
+    // The first round reads the server's current resourceVersion R with a
+    // consistent LIST that matches no object (metadata.name of none: a few
+    // hundred bytes, never paged), then watches from this one: the events
+    // since it are applied as any watch's. on_caught_up(R) is called once
+    // an event or bookmark at or past R has been handed to the FIFO (at
+    // once when R is this resourceVersion): the consumer is then as
+    // current as a list would have made it. The first watch lasts
+    // resume_watch_timeout: the API server's watch cache bookmarks a watch
+    // 2 s before its end (otherwise only once a minute), so a watch that
+    // gets no event of its own still hears of R within about a second.
+    // 410 on that watch: a relist (through begin_list_stage, which for a
+    // populated cache is a ListReconciler: only changes become deltas).
+    // An R older than this resourceVersion (the server's etcd restored from
+    // a backup): a relist with a consistent read.
+    std::string resume_resource_version;
+    std::function<void(const std::string& caught_up_rv)> on_caught_up;
+    absl::Duration resume_watch_timeout = absl::Seconds(3);
     uint64_t random_seed = 0;  // 0: seeded from the OS
   };
+
+  // `a` is at or past `b`. resourceVersions are opaque, but every API
+  // server serves etcd revisions, which only grow: a resume needs their
+  // order. Unparseable ones compare equal only when the strings are.
+  static bool ResourceVersionAtLeast(absl::string_view a, absl::string_view b);
 
   struct Counters {
     int64_t lists = 0;
@@ -164,7 +189,8 @@ class Reflector {
  private:
   // kPlainList: a LIST even where use_watch_list would stream (the
   // fallback for one round after a WatchList failed).
-  enum class State { kList, kPlainList, kWatch, kStopped };
+  // kResume: Options::resume_resource_version's first round.
+  enum class State { kResume, kList, kPlainList, kWatch, kStopped };
 
   // What one watch has seen so far.
   struct WatchRound {
@@ -180,6 +206,11 @@ class Reflector {
     std::vector<ObjectPtr> items;
   };
 
+  // Reads the server's current RV, then kWatch from the resumed one (see
+  // Options::resume_resource_version).
+  State DoResume();
+  // Calls on_caught_up once `rv` reached the RV the resume waits for.
+  void NoteCaughtUp(const std::string& rv);
   // Lists every page into one Replace, then kWatch.
   State DoList();
   // The first page's options: the RV to list at (see DoList), counted.
@@ -251,6 +282,11 @@ class Reflector {
   // expired mid-list).
   bool unpaged_next_ ABSL_GUARDED_BY(mu_) = false;
   bool watch_list_unsupported_ ABSL_GUARDED_BY(mu_) = false;
+  // The server's RV when the resume began, until an event or bookmark
+  // reached it ("" when not waiting).
+  std::string catch_up_rv_ ABSL_GUARDED_BY(mu_);
+  // The next watch is the resume's first: Options::resume_watch_timeout.
+  bool resume_watch_next_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time last_failure_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Counters counters_ ABSL_GUARDED_BY(mu_);

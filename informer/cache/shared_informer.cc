@@ -28,6 +28,10 @@ DeltaFIFO::Options FifoOptions(KeyListerGetter* known,
   return o;
 }
 
+bool RvAtLeast(absl::string_view a, absl::string_view b) {
+  return Reflector::ResourceVersionAtLeast(a, b);
+}
+
 }  // namespace
 
 bool HandlerRegistration::HasSynced() const {
@@ -158,6 +162,88 @@ absl::Status SharedIndexInformer::AddIndexers(const Indexers& indexers) {
   return indexer_.AddIndexers(indexers);
 }
 
+absl::Status SharedIndexInformer::SetInitialState(
+    std::vector<ObjectPtr> objects, std::string resource_version) {
+  if (resource_version.empty()) {
+    return absl::InvalidArgumentError("SetInitialState: empty resourceVersion");
+  }
+  for (const ObjectPtr& obj : objects) {
+    if (obj == nullptr) {
+      return absl::InvalidArgumentError("SetInitialState: null object");
+    }
+  }
+  absl::MutexLock lock(&handle_mu_);
+  if (started_) {
+    return absl::FailedPreconditionError(
+        "SetInitialState: informer already started");
+  }
+  initial_objects_ = std::move(objects);
+  initial_rv_ = std::move(resource_version);
+  return absl::OkStatus();
+}
+
+void SharedIndexInformer::ApplyInitialStateLocked(Reflector::Options* ro) {
+  if (initial_rv_.empty()) return;
+  // Indexed before the reflector runs: the first watch event finds the
+  // state it follows.
+  indexer_.Replace(std::move(initial_objects_), initial_rv_);
+  initial_objects_.clear();
+  if (!registrations_.empty()) {
+    for (ObjectPtr& obj : indexer_.List()) {
+      Notification n;
+      n.type = Notification::Type::kAdd;
+      n.key = obj->Key();
+      n.obj = std::move(obj);
+      n.is_in_initial_list = true;
+      DistributeLocked(n, false);
+    }
+  }
+  {
+    absl::MutexLock sync_lock(&sync_mu_);
+    awaiting_catch_up_ = true;
+    resumed_ = true;
+  }
+  dedupe_replay_.store(true);
+  ro->resume_resource_version = initial_rv_;
+  ro->on_caught_up = [this](const std::string& rv) { OnCaughtUp(rv); };
+  LOG(INFO) << options_.name << ": starting from " << indexer_.Size()
+            << " objects at resourceVersion " << initial_rv_;
+}
+
+void SharedIndexInformer::OnCaughtUp(const std::string& rv) {
+  {
+    absl::MutexLock lock(&sync_mu_);
+    if (!awaiting_catch_up_) return;
+    catch_up_rv_ = rv;
+  }
+  RefreshSynced();
+}
+
+bool SharedIndexInformer::AlreadyReflected(const Delta& d,
+                                           const ObjectPtr& cached) const {
+  if (d.type == DeltaType::kDeleted) return cached == nullptr;
+  if (d.type != DeltaType::kAdded && d.type != DeltaType::kUpdated) {
+    return false;
+  }
+  return cached != nullptr && cached->uid() == d.object->uid() &&
+         RvAtLeast(cached->resource_version(), d.object->resource_version());
+}
+
+SharedIndexInformer::StateCopy SharedIndexInformer::CopyState() const {
+  StateCopy copy;
+  // The RV first: whatever the indexer holds when it is copied reflects
+  // at least that RV (the FIFO's applied RV never runs ahead of it).
+  absl::MutexLock lock(&handle_mu_);
+  copy.resource_version = fifo_.AppliedResourceVersion();
+  copy.objects = indexer_.List();
+  return copy;
+}
+
+bool SharedIndexInformer::Resumed() const {
+  absl::MutexLock lock(&sync_mu_);
+  return resumed_;
+}
+
 absl::Status SharedIndexInformer::Start() {
   absl::MutexLock lock(&handle_mu_);
   if (started_) {
@@ -176,8 +262,9 @@ absl::Status SharedIndexInformer::Start() {
   ro.watch_error_handler = watch_error_handler_;
   ro.resync_period = resync_check_period_;
   ro.should_resync = [this] { return ShouldResync(); };
-  ro.on_replaced = [this] { RefreshSynced(); };
+  ro.on_replaced = [this] { OnRelisted(); };
   ro.begin_list_stage = [this] { return BeginListStage(); };
+  ApplyInitialStateLocked(&ro);
   Reflector* r = nullptr;
   {
     absl::MutexLock reflector_lock(&reflector_mu_);
@@ -245,11 +332,44 @@ void SharedIndexInformer::ProcessLoop() {
 }
 
 void SharedIndexInformer::RefreshSynced() {
-  if (fifo_.HasSynced()) MarkSynced();
+  bool caught_up = false;
+  {
+    absl::MutexLock lock(&sync_mu_);
+    if (awaiting_catch_up_) {
+      // Resumed: synced once the indexer reflects the server's RV as it
+      // was when the reflector resumed.
+      if (catch_up_rv_.empty() ||
+          !RvAtLeast(fifo_.AppliedResourceVersion(), catch_up_rv_)) {
+        return;
+      }
+      awaiting_catch_up_ = false;
+      dedupe_replay_.store(false);
+      LOG(INFO) << options_.name << ": caught up with the server at "
+                << "resourceVersion " << catch_up_rv_;
+      // The FIFO never saw a list: its HasSynced means nothing here.
+      caught_up = true;
+    }
+  }
+  if (caught_up || fifo_.HasSynced()) MarkSynced();
+}
+
+void SharedIndexInformer::OnRelisted() {
+  // A list brings the cache to the server's state once its deltas are
+  // applied: for a resumed informer, the FIFO's HasSynced (true since the
+  // resume) cannot tell, the list's resourceVersion can.
+  const std::string listed = LastSyncResourceVersion();
+  dedupe_replay_.store(false);
+  {
+    absl::MutexLock lock(&sync_mu_);
+    resumed_ = false;
+    if (awaiting_catch_up_) catch_up_rv_ = listed;
+  }
+  RefreshSynced();
 }
 
 void SharedIndexInformer::MarkSynced() {
   absl::MutexLock lock(&sync_mu_);
+  if (awaiting_catch_up_) return;
   if (!synced_) {
     synced_ = true;
     LOG(INFO) << options_.name << ": cache synced";
@@ -275,9 +395,11 @@ absl::Status SharedIndexInformer::ProcessWhenIdle(const Deltas& deltas,
 absl::Status SharedIndexInformer::HandleDeltas(const Deltas& deltas,
                                                bool is_in_initial_list) {
   absl::MutexLock lock(&handle_mu_);
+  const bool dedupe = dedupe_replay_.load(std::memory_order_relaxed);
   for (const Delta& d : deltas) {
     if (d.object == nullptr) continue;
     const std::string& key = d.object->Key();
+    if (dedupe && AlreadyReflected(d, indexer_.GetByKey(key))) continue;
     Notification n;
     // Only handlers read it (an initial list often has none yet).
     if (!registrations_.empty()) n.key = key;

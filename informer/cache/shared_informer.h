@@ -1,6 +1,7 @@
 #ifndef INFORMER_CACHE_SHARED_INFORMER_H_
 #define INFORMER_CACHE_SHARED_INFORMER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <list>
@@ -137,6 +138,37 @@ class SharedIndexInformer {
   // Any time: existing objects are indexed under the store's lock.
   absl::Status AddIndexers(const Indexers& indexers);
 
+  // Before Start only (FailedPrecondition after): start from `objects`, the
+  // state at `resource_version` (a warm restart from a snapshot), instead
+  // of an initial list. Start puts them in the indexer (indexes built) and
+  // hands every handler registered by then an add per object
+  // (is_in_initial_list) before the reflector runs; the reflector then
+  // resumes: it watches from `resource_version` (see
+  // Reflector::Options::resume_resource_version). The informer reports
+  // synced once it has caught up with the server: it has applied a watch
+  // event or bookmark at or past the server's current resourceVersion
+  // (read when it resumed), or a relist when the server no longer had
+  // `resource_version` (410), which the ListReconciler turns into only
+  // what changed. Until then, a watch event the cache already reflects
+  // (the cached object's resourceVersion is not older, or a deletion of
+  // an absent object) is dropped: a snapshot may be slightly ahead of its
+  // resourceVersion. InvalidArgument for an empty resource_version or a
+  // null object.
+  absl::Status SetInitialState(std::vector<ObjectPtr> objects,
+                               std::string resource_version);
+  // The cache's objects and a resourceVersion they reflect at least (they
+  // may include a few events past it, never miss one before it): what a
+  // snapshot stores. The pointers are copied under the store's lock; the
+  // objects are immutable and shared. "" before the first list is applied.
+  struct StateCopy {
+    std::vector<ObjectPtr> objects;
+    std::string resource_version;
+  };
+  StateCopy CopyState() const;
+  // True when this informer started from SetInitialState's state and has
+  // not (yet) listed: what it serves came from the resumed watch.
+  bool Resumed() const;
+
   // Starts the reflector, the processing thread and the handlers' threads.
   // FailedPrecondition if already started.
   absl::Status Start();
@@ -189,6 +221,8 @@ class SharedIndexInformer {
   bool ShouldResync();
   void ProcessLoop();
   void RefreshSynced();
+  // Reflector::Options::on_replaced: a list was applied.
+  void OnRelisted();
   // Records that the initial list has been popped (logged once).
   void MarkSynced();
   // DeltaFIFO::Options::process_when_idle: HandleDeltas on the reflector's
@@ -197,6 +231,16 @@ class SharedIndexInformer {
   bool SyncedOrStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_) {
     return synced_ || stopped_;
   }
+  // Start's part for SetInitialState: fills the indexer, tells the
+  // handlers, and points the reflector's options at the resume.
+  void ApplyInitialStateLocked(Reflector::Options* ro)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
+  // The reflector's word that the server's current resourceVersion `rv`
+  // has been handed to the FIFO (see
+  // Reflector::Options::on_caught_up).
+  void OnCaughtUp(const std::string& rv);
+  // While catching up: `d` is a watch delta the cache already reflects.
+  bool AlreadyReflected(const Delta& d, const ObjectPtr& cached) const;
 
   ListerWatcher* const lw_;
   const Options options_;
@@ -219,6 +263,19 @@ class SharedIndexInformer {
   mutable absl::Mutex sync_mu_;
   bool synced_ ABSL_GUARDED_BY(sync_mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(sync_mu_) = false;
+  // A resumed informer not yet caught up: synced_ waits for OnCaughtUp
+  // (or a relist) instead of the FIFO's first events.
+  bool awaiting_catch_up_ ABSL_GUARDED_BY(sync_mu_) = false;
+  // The RV to have applied before it is caught up ("" until the reflector
+  // read it).
+  std::string catch_up_rv_ ABSL_GUARDED_BY(sync_mu_);
+  bool resumed_ ABSL_GUARDED_BY(sync_mu_) = false;
+  // Read by HandleDeltas without sync_mu_: true while awaiting_catch_up_.
+  std::atomic<bool> dedupe_replay_{false};
+
+  // SetInitialState's state until Start.
+  std::vector<ObjectPtr> initial_objects_ ABSL_GUARDED_BY(handle_mu_);
+  std::string initial_rv_ ABSL_GUARDED_BY(handle_mu_);
 
   // Its own lock, not handle_mu_: the accessors must not wait for a staged
   // list's commit, which holds handle_mu_ while it hands out the list.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "informer/object/api_error.h"
 
 namespace informer {
@@ -261,7 +262,12 @@ absl::StatusOr<ObjectList> FakeSource::List(const ListOptions& options) {
     --fail_lists_;
     return list_error_;
   }
-  if (!options.label_selector.empty() || !options.field_selector.empty()) {
+  // One field selector is served, as every API server does for every
+  // resource: metadata.name=NAME (an informer's probe of the current RV).
+  absl::string_view only_name = options.field_selector;
+  if (!options.label_selector.empty() ||
+      (!only_name.empty() &&
+       !absl::ConsumePrefix(&only_name, "metadata.name="))) {
     return absl::InvalidArgumentError(
         "FakeSource does not support label or field selectors");
   }
@@ -291,6 +297,9 @@ absl::StatusOr<ObjectList> FakeSource::List(const ListOptions& options) {
       out.remaining_item_count =
           static_cast<int64_t>(std::distance(it, objects_.end()));
       break;
+    }
+    if (!options.field_selector.empty() && it->second->name() != only_name) {
+      continue;
     }
     out.items.push_back(it->second);
   }
