@@ -12,6 +12,7 @@
 #include "emulator/api_status.h"
 #include "emulator/emulator.h"
 #include "emulator/emulator_http.h"
+#include "emulator/list_options.h"
 #include "httplib.h"
 
 namespace emulator {
@@ -24,39 +25,41 @@ struct Emulator::WatchParams {
 
 namespace {
 
-ApiStatus SendInitialEventsInvalid() {
-  ApiStatus st;
-  st.code = 422;
-  st.reason = "Invalid";
-  st.message =
-      "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents "
-      "requires resourceVersionMatch=NotOlderThan and "
-      "allowWatchBookmarks=true";
-  st.has_details = true;
-  st.details_group = "meta.k8s.io";
-  st.details_kind = "ListOptions";
-  return st;
-}
-
 // Sends one open watch's events until it ends. One call of an httplib
 // chunked content provider: returns false to drop the connection.
 class WatchPump {
  public:
   WatchPump(std::shared_ptr<Watcher> watcher, ObjectStore* store,
             informer::Clock* clock, const ResourceInfo* r, bool metadata_only,
-            bool bookmarks, absl::Duration bookmark_interval, absl::Time end)
+            bool bookmarks, bool legacy_bookmarks,
+            absl::Duration bookmark_interval, absl::Time end, int64_t start_rv)
       : watcher_(std::move(watcher)),
         store_(store),
         clock_(clock),
         r_(r),
         md_(metadata_only),
         bookmarks_(bookmarks),
+        legacy_bookmarks_(legacy_bookmarks),
         bookmark_interval_(bookmark_interval),
-        end_(end) {}
+        end_(end),
+        start_rv_(start_rv) {}
+
+  // When the API server's watch cache bookmarks a watch next
+  // (cacheWatcher.nextBookmarkTime): every bookmark_interval (a minute),
+  // but 2 s before the watch's end if that comes first, and never once
+  // that moment has passed (a watch of 2 s or less gets none). The cacher
+  // dispatches bookmarks on a ticker of about a second, so a real server
+  // sends each within about a second of the time computed here.
+  absl::Time NextBookmark(absl::Time now) const {
+    if (!bookmarks_) return absl::InfiniteFuture();
+    absl::Time next = now + bookmark_interval_;
+    const absl::Time pre_timeout = end_ - absl::Seconds(2);
+    if (pre_timeout < next) next = pre_timeout;
+    return next < now ? absl::InfiniteFuture() : next;
+  }
 
   bool Run(httplib::DataSink& sink) {
-    absl::Time next_bookmark = bookmarks_ ? clock_->Now() + bookmark_interval_
-                                          : absl::InfiniteFuture();
+    absl::Time next_bookmark = NextBookmark(clock_->Now());
     bool stalled = false;
     std::vector<StoreEvent> events;
     while (true) {
@@ -81,10 +84,16 @@ class WatchPump {
       }
       if (now >= next_bookmark) {
         absl::optional<int64_t> rv = store_->BookmarkRv(*watcher_);
-        if (rv.has_value()) {
-          std::string line = BookmarkLine(*r_, *rv, false, md_);
+        // The watch cache has nothing to bookmark until something happened
+        // after the RV the watch started from.
+        if (rv.has_value() && *rv <= start_rv_) {
+          next_bookmark = NextBookmark(now + absl::Nanoseconds(1));
+        } else if (rv.has_value()) {
+          std::string line =
+              BookmarkLine(*r_, *rv, false, md_, legacy_bookmarks_);
           if (!sink.write(line.data(), line.size())) return false;
-          next_bookmark = now + bookmark_interval_;
+          // Strictly later: the pre-timeout one is sent once.
+          next_bookmark = NextBookmark(now + absl::Nanoseconds(1));
         }
       }
     }
@@ -101,10 +110,12 @@ class WatchPump {
       out += "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\"\n";
     }
     for (const StoreEvent& ev : events) {
-      std::string line =
-          ev.type == EventType::kBookmark
-              ? BookmarkLine(*r_, ev.rv, ev.initial_events_end, md_)
-              : EventLine(ev.type, *r_, *ev.object, md_);
+      // WatchList's end marker is a bookmark: not sent unless allowed.
+      if (ev.type == EventType::kBookmark && !bookmarks_) continue;
+      std::string line = ev.type == EventType::kBookmark
+                             ? BookmarkLine(*r_, ev.rv, ev.initial_events_end,
+                                            md_, legacy_bookmarks_)
+                             : EventLine(ev.type, *r_, *ev.object, md_);
       if (d.cut_next_event) {
         out.append(line, 0, line.size() / 2);
         sink.write(out.data(), out.size());
@@ -121,8 +132,10 @@ class WatchPump {
   const ResourceInfo* const r_;
   const bool md_;
   const bool bookmarks_;
+  const bool legacy_bookmarks_;  // v1.24's shape (creationTimestamp: null)
   const absl::Duration bookmark_interval_;
   const absl::Time end_;
+  const int64_t start_rv_;  // the request's resourceVersion (0: none)
 };
 
 }  // namespace
@@ -138,34 +151,36 @@ absl::optional<ApiStatus> Emulator::ParseWatch(const Route& route,
     return BadRequestStatus(st.message());
   }
   wr->resource_version = req.get_param_value("resourceVersion");
-  const std::string rv_match = req.get_param_value("resourceVersionMatch");
   params->bookmarks = BoolParam(req, "allowWatchBookmarks");
-  if (options_.v1_24) {
-    // v1.24 knows no sendInitialEvents (ignored as an unknown parameter)
-    // and forbids resourceVersionMatch on watches.
-    if (!rv_match.empty()) {
-      return WatchListUnsupportedStatus(!wr->resource_version.empty());
-    }
-  } else {
-    wr->send_initial_events = BoolParam(req, "sendInitialEvents");
-    if (wr->send_initial_events) {
-      if (rv_match != "NotOlderThan" || !params->bookmarks) {
-        return SendInitialEventsInvalid();
-      }
-    } else if (!rv_match.empty()) {
-      return WatchListUnsupportedStatus(!wr->resource_version.empty());
-    }
+  ListOptions lo;
+  lo.watch = true;
+  lo.resource_version = wr->resource_version;
+  lo.resource_version_match = req.get_param_value("resourceVersionMatch");
+  lo.continue_token = req.get_param_value("continue");
+  // v1.24 knows no sendInitialEvents (ignored as an unknown parameter).
+  if (!options_.v1_24) {
+    lo.send_initial_events =
+        ParseQueryBool(req.get_param_value("sendInitialEvents"));
   }
+  std::vector<FieldError> invalid = ValidateListOptions(lo, server_version());
+  if (!invalid.empty()) return InvalidListOptionsStatus(invalid);
+  wr->send_initial_events = lo.send_initial_events.value_or(false);
   params->timeout = options_.default_watch_timeout;
-  std::string ts = req.get_param_value("timeoutSeconds");
-  int64_t secs = 0;
-  if (!ts.empty()) {
-    if (!absl::SimpleAtoi(ts, &secs) || secs < 0) {
-      return BadRequestStatus("invalid timeoutSeconds");
-    }
-    if (secs > 0) params->timeout = absl::Seconds(secs);
-  }
+  absl::StatusOr<int64_t> secs =
+      ParseQueryInt(req.get_param_value("timeoutSeconds"));
+  if (!secs.ok()) return BadRequestStatus(secs.status().message());
+  if (*secs > 0) params->timeout = absl::Seconds(*secs);
   return absl::nullopt;
+}
+
+absl::optional<ApiStatus> Emulator::AwaitWatchListRv(
+    const WatchRequest& wr) const {
+  int64_t rv = 0;
+  if (!wr.send_initial_events || !absl::SimpleAtoi(wr.resource_version, &rv) ||
+      store_->AwaitRv(rv, options_.too_large_rv_wait)) {
+    return absl::nullopt;
+  }
+  return TooLargeResourceVersionStatus(rv, store_->CurrentRv());
 }
 
 void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
@@ -181,6 +196,15 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
         res, ExpiredStatus(
                  absl::StrCat("too old resource version: ", wr.resource_version,
                               " (", store_->CurrentRv(), ")")));
+  }
+  int64_t start_rv = 0;
+  if (wr.send_initial_events ||
+      !absl::SimpleAtoi(wr.resource_version, &start_rv)) {
+    start_rv = 0;
+  }
+  if (absl::optional<ApiStatus> late = AwaitWatchListRv(wr)) {
+    // As the watch cache does: the stream is open, then an ERROR event.
+    return ReplyErrorEvent(res, *late);
   }
   absl::StatusOr<std::shared_ptr<Watcher>> opened =
       store_->Watch(r, std::move(wr));
@@ -198,8 +222,8 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
   CommonHeaders(res);
   auto pump = std::make_shared<WatchPump>(
       watcher, store_.get(), options_.clock, &r, MetadataOnly(req),
-      params.bookmarks, options_.bookmark_interval,
-      options_.clock->Now() + params.timeout);
+      params.bookmarks, options_.v1_24, options_.bookmark_interval,
+      options_.clock->Now() + params.timeout, start_rv);
   ObjectStore* store = store_.get();
   res.set_chunked_content_provider(
       "application/json",
