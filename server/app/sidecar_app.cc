@@ -10,11 +10,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "emulator/emulator.h"
@@ -27,8 +30,10 @@
 #include "server/ops/grpc_metrics_interceptor.h"
 #include "server/ops/http_server.h"
 #include "server/ops/metrics.h"
+#include "server/registry/cluster_identity.h"
 #include "server/registry/informer_registry.h"
 #include "server/registry/resource_resolver.h"
+#include "server/registry/snapshot_keeper.h"
 #include "server/security/authz.h"
 #include "server/security/tls_config.h"
 #include "server/workqueue_service/workqueue_service.h"
@@ -146,7 +151,8 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(
   // Then the operations endpoint: /healthz answers (and /readyz says what
   // is missing) while the rest starts.
   for (absl::Status (Sidecar::*step)() :
-       {&Sidecar::StartHttp, &Sidecar::StartCluster, &Sidecar::CreateRegistry,
+       {&Sidecar::OpenCacheDir, &Sidecar::StartHttp, &Sidecar::StartCluster,
+        &Sidecar::CreateRegistry, &Sidecar::LoadSnapshots,
         &Sidecar::StartServer, &Sidecar::StartPrinters,
         &Sidecar::StartInformers}) {
     if (absl::Status st = ((*s).*step)(); !st.ok()) return st;
@@ -392,6 +398,172 @@ absl::Status Sidecar::CreateRegistry() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A fault hook for the tests of a full disk (no test can fill a real one
+// portably): INFORMER_SIDECAR_TEST_SNAPSHOT_WRITE_LIMIT=BYTES fails every
+// snapshot write past BYTES of its file as ENOSPC would.
+std::function<absl::Status(uint64_t, size_t)> SnapshotWriteLimitFromEnv() {
+  const char* env = std::getenv("INFORMER_SIDECAR_TEST_SNAPSHOT_WRITE_LIMIT");
+  uint64_t limit = 0;
+  if (env == nullptr || !absl::SimpleAtoi(env, &limit)) return nullptr;
+  LOG(WARNING) << "informer_sidecar: snapshot writes fail past " << limit
+               << " bytes (INFORMER_SIDECAR_TEST_SNAPSHOT_WRITE_LIMIT)";
+  return [limit](uint64_t offset, size_t size) {
+    if (offset + size <= limit) return absl::OkStatus();
+    return absl::ResourceExhaustedError(
+        "no space left on device (INFORMER_SIDECAR_TEST_SNAPSHOT_WRITE_"
+        "LIMIT)");
+  };
+}
+
+}  // namespace
+
+absl::Status Sidecar::OpenCacheDir() {
+  if (options_.cache_dir.empty()) return absl::OkStatus();
+  SnapshotKeeper::Options o;
+  o.dir = options_.cache_dir;
+  o.interval = options_.cache_snapshot_interval;
+  o.before_write = SnapshotWriteLimitFromEnv();
+  absl::StatusOr<std::unique_ptr<SnapshotKeeper>> keeper =
+      SnapshotKeeper::Create(std::move(o));
+  if (!keeper.ok()) {
+    // Another sidecar's directory: running beside it would have both
+    // overwrite each other's snapshots.
+    if (absl::IsFailedPrecondition(keeper.status()) &&
+        absl::StrContains(keeper.status().message(), "in use")) {
+      return keeper.status();
+    }
+    // A directory that cannot be used costs what running without one
+    // costs: cold starts. Serving matters more.
+    LOG(WARNING) << "informer_sidecar: " << keeper.status().message()
+                 << ": snapshots off (every informer starts cold and none "
+                    "is written)";
+    return absl::OkStatus();
+  }
+  snapshots_ = *std::move(keeper);
+  LOG(INFO) << "informer_sidecar: caches kept in " << options_.cache_dir
+            << " (written at shutdown"
+            << (options_.cache_snapshot_interval > absl::ZeroDuration()
+                    ? absl::StrCat(" and every ",
+                                   absl::FormatDuration(
+                                       options_.cache_snapshot_interval))
+                    : std::string())
+            << ")";
+  return absl::OkStatus();
+}
+
+namespace {
+
+// informer_sidecar_snapshot_*: the keeper's writes, read at scrape time.
+absl::Status RegisterSnapshotMetrics(metrics::Registry* registry,
+                                     const std::shared_ptr<SnapshotKeeper>& k) {
+  struct Def {
+    const char* name;
+    const char* help;
+    bool counter;
+    std::function<double(const SnapshotKeeper::Stats&)> value;
+  };
+  const Def defs[] = {
+      {"snapshot_writes_total", "Cache snapshots written to --cache_dir.", true,
+       [](const SnapshotKeeper::Stats& s) { return s.writes; }},
+      {"snapshot_write_failures_total",
+       "Cache snapshot writes that failed (the previous snapshot is kept).",
+       true, [](const SnapshotKeeper::Stats& s) { return s.write_failures; }},
+      {"snapshot_bytes", "Bytes on disk of the snapshots last written.", false,
+       [](const SnapshotKeeper::Stats& s) {
+         return static_cast<double>(s.bytes);
+       }},
+      {"snapshot_last_success_age_seconds",
+       "Seconds since the last snapshot write round that succeeded (-1: "
+       "none yet).",
+       false,
+       [](const SnapshotKeeper::Stats& s) {
+         return s.last_success == absl::InfinitePast()
+                    ? -1.0
+                    : absl::ToDoubleSeconds(absl::Now() - s.last_success);
+       }},
+      {"snapshots_loaded_total",
+       "Informers started from their snapshot (warm restarts).", true,
+       [](const SnapshotKeeper::Stats& s) { return s.loaded; }},
+      {"snapshots_rejected_total",
+       "Snapshots present but not used (unreadable, corrupted, another "
+       "version or identity): cold starts.",
+       true, [](const SnapshotKeeper::Stats& s) { return s.rejected; }},
+  };
+  for (const Def& d : defs) {
+    metrics::SampleFn fn = [k, value = d.value] {
+      metrics::Sample sample;
+      sample.value = value(k->GetStats());
+      return std::vector<metrics::Sample>{sample};
+    };
+    const std::string name = absl::StrCat(kMetricPrefix, d.name);
+    absl::Status st = d.counter
+                          ? registry->AddCallbackCounter(name, d.help, {}, fn)
+                          : registry->AddCallbackGauge(name, d.help, {}, fn);
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Sidecar::LoadSnapshots() {
+  if (snapshots_ == nullptr) return absl::OkStatus();
+  if (absl::Status st = RegisterSnapshotMetrics(metrics_.get(), snapshots_);
+      !st.ok()) {
+    return st;
+  }
+  // Read once: every snapshot of this sidecar carries it.
+  absl::StatusOr<std::string> cluster = ReadClusterIdentity(kube_->transport());
+  if (!cluster.ok()) {
+    // Without it no snapshot can be trusted: every informer starts cold,
+    // and snapshots are still written (under the fallback identity).
+    LOG(WARNING) << "informer_sidecar: cannot tell which cluster this is ("
+                 << cluster.status().message()
+                 << "): snapshots are not loaded (cold start)";
+  } else {
+    LOG(INFO) << "informer_sidecar: cluster identity for snapshots: "
+              << *cluster;
+  }
+  const std::string identity =
+      cluster.ok() ? *cluster
+                   : FallbackClusterIdentity(kube_->transport()->config());
+  for (const auto& entry : registry_->entries()) {
+    const auto* rc = dynamic_cast<const informer::client::ResourceClient*>(
+        entry->source.get());
+    if (rc == nullptr || entry->lazy) continue;
+    const ResourceConfig& c = entry->config;
+    SnapshotKeeper::Target t;
+    t.informer = entry->informer.get();
+    t.identity.cluster = identity;
+    t.identity.group = rc->resource().group;
+    t.identity.version = rc->resource().version;
+    t.identity.resource = rc->resource().resource;
+    t.identity.namespace_ = c.namespace_;
+    t.identity.label_selector = c.label_selector;
+    t.identity.field_selector = c.field_selector;
+    t.identity.metadata_only = c.metadata_only;
+    t.transform =
+        ResourceClientOptionsOf(c, options_.api_watch_idle_timeout).transform;
+    t.identity.transform = informer::TransformIdentity(t.transform);
+    snapshots_->Add(std::move(t));
+  }
+  if (cluster.ok()) snapshots_->Load();
+  return absl::OkStatus();
+}
+
+void Sidecar::WriteSnapshotsAtShutdown() {
+  if (snapshots_ == nullptr) return;
+  snapshots_->Stop();  // the periodic writes
+  const absl::Time start = absl::Now();
+  absl::Status st = snapshots_->WriteAll();
+  LOG(INFO) << "informer_sidecar: snapshots written at shutdown in "
+            << absl::FormatDuration(absl::Now() - start)
+            << (st.ok() ? std::string()
+                        : absl::StrCat(" (failures: ", st.message(), ")"));
+}
+
 absl::Status Sidecar::StartServer() {
   SidecarServer::Options server_options;
   server_options.informer = options_.informer;
@@ -484,6 +656,7 @@ absl::Status Sidecar::StartInformers() {
   // status).
   grpc::HealthCheckServiceInterface* health =
       server_->grpc_server()->GetHealthCheckService();
+  if (snapshots_ != nullptr) snapshots_->Start();
   lazy_health_ = registry_->AddObserver(
       {.on_lazy_synced =
            [health](InformerEntry* e) {
@@ -533,6 +706,7 @@ bool Sidecar::Shutdown() {
   LOG(INFO) << "informer_sidecar: events flushed";
   kube_api_.reset();    // its handlers and informer leases
   workqueues_.reset();  // removes its handlers from the informers
+  WriteSnapshotsAtShutdown();
   if (registry_ != nullptr) registry_->Stop();
   registry_.reset();
   LOG(INFO) << "informer_sidecar: informers stopped";
@@ -545,6 +719,9 @@ Sidecar::~Sidecar() {
   // A started sidecar stops in order; one whose start failed releases what
   // it holds in reverse (the members' order).
   if (server_ != nullptr && !stopped_) Shutdown();
+  // The metrics may keep the keeper alive: its writes end here, before
+  // the informers go.
+  if (snapshots_ != nullptr) snapshots_->Stop();
 }
 
 sigset_t BlockShutdownSignals() {

@@ -35,6 +35,7 @@ class HttpServer;
 class InformerRegistry;
 class SidecarMetrics;
 class SidecarServer;
+class SnapshotKeeper;
 class WorkQueueService;
 namespace metrics {
 class Registry;
@@ -80,10 +81,18 @@ class Sidecar {
  private:
   explicit Sidecar(SidecarOptions options);
   absl::Status ChooseCluster();
+  // --cache_dir: locks the directory (a second sidecar on it fails here,
+  // before it binds anything).
+  absl::Status OpenCacheDir();
   absl::Status StartHttp();
   absl::Status StartCluster();
   absl::Status SetUpSecurity(bool lazy);
   absl::Status CreateRegistry();
+  // --cache_dir: each configured informer's snapshot identity, and its
+  // snapshot loaded into it (before any informer starts).
+  absl::Status LoadSnapshots();
+  // --cache_dir: the last snapshots, before the informers stop.
+  void WriteSnapshotsAtShutdown();
   absl::Status StartServer();
   absl::Status StartPrinters();
   absl::Status StartInformers();
@@ -109,6 +118,9 @@ class Sidecar {
   // Null: insecure.
   std::shared_ptr<grpc::ServerCredentials> credentials_;
   std::unique_ptr<InformerRegistry> registry_;
+  // --cache_dir's snapshots (null when off). After registry_: it refers
+  // to the informers. Shared with the metrics' scrape callbacks.
+  std::shared_ptr<SnapshotKeeper> snapshots_;
   // The Kubernetes API facade (null unless --kube_api_listen): it holds
   // informer leases, so it goes before the registry.
   std::unique_ptr<kubeapi::KubeApiServer> kube_api_;

@@ -83,6 +83,13 @@ struct SidecarOptions {
   std::string event_component;  // empty: derived from the environment
   absl::Duration event_retry_interval;
   absl::Duration event_flush_timeout;
+
+  // ---- Warm restarts ----
+  // --cache_dir: where each informer's snapshot is kept (empty: off).
+  std::string cache_dir;
+  // --cache_snapshot_interval: between periodic writes (0: at shutdown
+  // only).
+  absl::Duration cache_snapshot_interval = absl::Minutes(5);
 };
 
 // The options from the flags. Every check of a flag's value (and of the

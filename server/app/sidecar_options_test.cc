@@ -344,5 +344,28 @@ TEST_F(SidecarOptionsTest, BadCacheUpstreamFlagsNameTheFlag) {
               HasSubstr("--cache_upstream_token_file needs --cache_upstream"));
 }
 
+TEST_F(SidecarOptionsTest, CacheDirIsOffByDefaultAndTheIntervalParses) {
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cache_dir, "");
+  EXPECT_EQ(o->cache_snapshot_interval, absl::Minutes(5));
+  Set("cache_dir", "/var/cache/informer");
+  Set("cache_snapshot_interval", "30s");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cache_dir, "/var/cache/informer");
+  EXPECT_EQ(o->cache_snapshot_interval, absl::Seconds(30));
+  Set("cache_snapshot_interval", "0");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cache_snapshot_interval, absl::ZeroDuration());
+  for (const char* bad : {"-1s", "10ms"}) {
+    Set("cache_snapshot_interval", bad);
+    o = OptionsFromFlags();
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_THAT(o.status().message(), HasSubstr("--cache_snapshot_interval"));
+  }
+}
+
 }  // namespace
 }  // namespace server

@@ -1,0 +1,207 @@
+#include "server/registry/snapshot_keeper.h"
+
+#include <glog/logging.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "informer/persist/snapshot_error.h"
+#include "informer/persist/snapshot_reader.h"
+#include "informer/persist/snapshot_writer.h"
+
+namespace server {
+namespace {
+
+std::string Millis(absl::Duration d) {
+  return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SnapshotKeeper>> SnapshotKeeper::Create(
+    Options options) {
+  absl::StatusOr<std::unique_ptr<informer::DirectoryLock>> lock =
+      informer::DirectoryLock::Acquire(options.dir);
+  if (!lock.ok()) {
+    return absl::Status(lock.status().code(),
+                        absl::StrCat("--cache_dir=", options.dir, ": ",
+                                     lock.status().message()));
+  }
+  // Under the lock no live writer owns them: a killed one's leftovers.
+  absl::StatusOr<int> removed =
+      informer::RemoveStaleSnapshotTempFiles(options.dir);
+  if (!removed.ok()) {
+    LOG(WARNING) << "cache directory " << options.dir
+                 << ": cannot remove stale temporary files: "
+                 << removed.status();
+  } else if (*removed > 0) {
+    LOG(INFO) << "cache directory " << options.dir << ": removed " << *removed
+              << " temporary files a stopped writer left";
+  }
+  return std::unique_ptr<SnapshotKeeper>(
+      new SnapshotKeeper(std::move(options), *std::move(lock)));
+}
+
+SnapshotKeeper::SnapshotKeeper(Options options,
+                               std::unique_ptr<informer::DirectoryLock> lock)
+    : options_(std::move(options)), lock_(std::move(lock)) {}
+
+SnapshotKeeper::~SnapshotKeeper() { Stop(); }
+
+void SnapshotKeeper::Add(Target target) {
+  auto slot = std::make_unique<Slot>();
+  slot->target = std::move(target);
+  absl::MutexLock lock(&mu_);
+  slots_.push_back(std::move(slot));
+}
+
+void SnapshotKeeper::Load() {
+  std::vector<Slot*> slots;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& s : slots_) slots.push_back(s.get());
+  }
+  for (Slot* slot : slots) LoadOne(slot);
+}
+
+void SnapshotKeeper::LoadOne(Slot* slot) {
+  const Target& t = slot->target;
+  const std::string& name = t.informer->name();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<informer::LoadedSnapshot> loaded =
+      informer::ReadSnapshot(options_.dir, t.identity, t.transform);
+  if (!loaded.ok()) {
+    const informer::SnapshotProblem problem =
+        informer::GetSnapshotProblem(loaded.status());
+    if (problem == informer::SnapshotProblem::kMissing) {
+      LOG(INFO) << name << ": no snapshot in " << options_.dir
+                << ": cold start";
+      return;
+    }
+    LOG(WARNING) << name << ": snapshot not used ("
+                 << informer::SnapshotProblemName(problem)
+                 << "): " << loaded.status().message() << ": cold start";
+    absl::MutexLock lock(&mu_);
+    ++stats_.rejected;
+    return;
+  }
+  const size_t count = loaded->objects.size();
+  const std::string rv = loaded->resource_version;
+  const uint64_t bytes = loaded->file_bytes;
+  if (absl::Status st =
+          t.informer->SetInitialState(std::move(loaded->objects), rv);
+      !st.ok()) {
+    LOG(WARNING) << name << ": snapshot not used: " << st << ": cold start";
+    absl::MutexLock lock(&mu_);
+    ++stats_.rejected;
+    return;
+  }
+  LOG(INFO) << name << ": loaded " << count << " objects (" << bytes
+            << " bytes) at resourceVersion " << rv << " from " << loaded->path
+            << " in " << Millis(absl::Now() - start) << " (written "
+            << loaded->written << ")";
+  absl::MutexLock lock(&mu_);
+  slot->written_rv = rv;
+  slot->bytes = bytes;
+  ++stats_.loaded;
+}
+
+void SnapshotKeeper::Start() {
+  absl::MutexLock lock(&mu_);
+  if (options_.interval <= absl::ZeroDuration() || thread_.joinable() ||
+      stopping_) {
+    return;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void SnapshotKeeper::Loop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (options_.clock->AwaitWithDeadline(
+              &mu_, absl::Condition(this, &SnapshotKeeper::StoppingLocked),
+              options_.clock->Now() + options_.interval)) {
+        return;
+      }
+    }
+    // Errors are logged and counted by WriteAll.
+    WriteAll().IgnoreError();
+  }
+}
+
+void SnapshotKeeper::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status SnapshotKeeper::WriteAll() {
+  absl::MutexLock round(&write_mu_);
+  std::vector<Slot*> slots;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& s : slots_) slots.push_back(s.get());
+  }
+  absl::Status first;
+  bool wrote = false;
+  for (Slot* slot : slots) {
+    absl::Status st = WriteOne(slot);
+    if (absl::IsAborted(st)) continue;  // nothing new to write
+    if (st.ok()) {
+      wrote = true;
+    } else if (first.ok()) {
+      first = st;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  stats_.bytes = 0;
+  for (auto& s : slots_) stats_.bytes += s->bytes;
+  if (wrote && first.ok()) stats_.last_success = options_.clock->Now();
+  return first;
+}
+
+absl::Status SnapshotKeeper::WriteOne(Slot* slot) {
+  informer::SharedIndexInformer* informer = slot->target.informer;
+  // An informer still catching up (or never synced) holds nothing a
+  // snapshot does not already have, or nothing worth keeping.
+  if (!informer->HasSynced()) return absl::AbortedError("not synced");
+  const absl::Time start = absl::Now();
+  informer::SharedIndexInformer::StateCopy state = informer->CopyState();
+  if (state.resource_version.empty() ||
+      state.resource_version == slot->written_rv) {
+    return absl::AbortedError("unchanged");
+  }
+  informer::SnapshotWriteOptions wo;
+  wo.clock = options_.clock;
+  wo.before_write = options_.before_write;
+  absl::StatusOr<informer::SnapshotWriteStats> written =
+      informer::WriteSnapshot(options_.dir, slot->target.identity,
+                              state.resource_version, state.objects, wo);
+  absl::MutexLock lock(&mu_);
+  if (!written.ok()) {
+    ++stats_.write_failures;
+    LOG(WARNING) << informer->name() << ": snapshot not written (the "
+                 << "previous one, if any, is kept): " << written.status();
+    return written.status();
+  }
+  ++stats_.writes;
+  slot->written_rv = state.resource_version;
+  slot->bytes = written->file_bytes;
+  LOG(INFO) << informer->name() << ": snapshot of " << written->objects
+            << " objects at resourceVersion " << state.resource_version
+            << " written to " << written->path << " (" << written->file_bytes
+            << " bytes, objects' JSON " << written->json_bytes << ") in "
+            << Millis(absl::Now() - start);
+  return absl::OkStatus();
+}
+
+SnapshotKeeper::Stats SnapshotKeeper::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace server
