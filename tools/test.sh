@@ -8,6 +8,7 @@
 #   lint             tools/lint.sh: clang-format-14, buildifier, gofmt (prints
 #                    the command that fixes an unformatted file)
 #   fuzzers          the libFuzzer targets (clang-14, ASan), each for a bounded time
+#   fuzzers-persist  the snapshot reader's libFuzzer target, the same way
 #   thread-safety    clang-14 -Wthread-safety build of our code (~6-7 min cold)
 #   node-sdk         client_sdk/node/test.sh, when that file exists
 #   java-sdk         client_sdk/java/test.sh, when that file exists
@@ -178,6 +179,7 @@ main() {
       phase layering tools/check_layering.sh
       phase lint tools/lint.sh
       phase fuzzers informer/client/fuzz/run_fuzzers.sh 20
+      phase fuzzers-persist informer/persist/fuzz/run_fuzzers.sh 20
       # Clang's -Wthread-safety over our code: every ABSL_GUARDED_BY checked.
       phase thread-safety bazel build --config=tsa //informer/... //server/... //emulator/...
       if [ -f client_sdk/node/test.sh ]; then
