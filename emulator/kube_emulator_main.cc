@@ -114,6 +114,17 @@ bool WriteFileAtomically(const std::string& path, const std::string& data) {
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
+// With --seed_pod_namespaces: --seed_pods Pods spread over namespaces and
+// --seed_pod_nodes nodes (before serving, like Start()'s own seeding).
+absl::Status SeedPodsSpreadOut(emulator::EmulatorWithFaults& emu) {
+  emulator::PodSpread spread;
+  spread.namespaces = absl::GetFlag(FLAGS_seed_pod_namespaces);
+  if (spread.namespaces <= 0) return absl::OkStatus();
+  spread.nodes = absl::GetFlag(FLAGS_seed_pod_nodes);
+  return emulator::SeedSpreadPods(emu.store(), emu.registry(),
+                                  absl::GetFlag(FLAGS_seed_pods), spread);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,19 +180,12 @@ int main(int argc, char** argv) {
     options.tokens.push_back(t);
   }
 
-  const int pod_namespaces = absl::GetFlag(FLAGS_seed_pod_namespaces);
-  if (pod_namespaces > 0) options.seed_pods = 0;  // seeded spread out below
+  // --seed_pod_namespaces: the Pods are seeded spread out, not by Start().
+  if (absl::GetFlag(FLAGS_seed_pod_namespaces) > 0) options.seed_pods = 0;
   emulator::EmulatorWithFaults emu(options);
-  if (pod_namespaces > 0) {
-    emulator::PodSpread spread;
-    spread.namespaces = pod_namespaces;
-    spread.nodes = absl::GetFlag(FLAGS_seed_pod_nodes);
-    absl::Status seeded = emulator::SeedSpreadPods(
-        emu.store(), emu.registry(), absl::GetFlag(FLAGS_seed_pods), spread);
-    if (!seeded.ok()) {
-      LOG(ERROR) << "cannot seed: " << seeded;
-      return 1;
-    }
+  if (absl::Status seeded = SeedPodsSpreadOut(emu); !seeded.ok()) {
+    LOG(ERROR) << "cannot seed: " << seeded;
+    return 1;
   }
   absl::Status started = emu.Start();
   if (!started.ok()) {
