@@ -1,0 +1,181 @@
+"""Warm restarts against the real kube-apiserver v1.37: the real
+informer_sidecar keeps its cache in --cache_dir, is stopped (SIGTERM, which
+writes the snapshot) and started again.
+
+Inside the server's watch window it loads the snapshot and resumes: the
+API server's audit log shows no list of the state, only the probe of the
+current resourceVersion (a LIST with fieldSelector=metadata.name that
+matches nothing) and a watch from the snapshot's resourceVersion; the cache
+equals the server object by object, with the changes made while it was
+down.
+
+After etcd was compacted and the API server restarted (its watch cache
+starts after the compaction), the resumed watch gets 410: the sidecar
+relists once, reconciled with the loaded cache (only the changed objects
+become deltas, which is all handlers and Watch streams hear of), and equals
+the server.
+
+The sidecar runs as the unprivileged user with the `view` ClusterRole,
+which may get the kube-system namespace: the snapshots carry its uid as
+the cluster's identity.
+"""
+
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+
+import real_sidecar
+import real_sidecar_smoke_test as smoke
+from real_sidecar import AuditLog, RealSidecar
+
+import control_plane  # noqa: E402  (on sys.path through the smoke test)
+
+NS = "warm-restart"
+OBJECTS = 300
+USER = control_plane.UNPRIVILEGED_USER
+LISTS = "informer_sidecar_informer_lists_total"
+BYTES = "informer_sidecar_informer_bytes_received_total"
+
+
+class WarmRestartAgainstRealServerTest(unittest.TestCase):
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rkwarm", dir="/tmp")
+        self.pb = smoke.generate_messages(self.tmp)
+        self.audit = AuditLog(self.tmp)
+        self.cp = control_plane.ControlPlane(
+            os.environ["REALKUBE_BIN"],
+            extra_apiserver_flags=self.audit.flags())
+        self.cp.start()
+        self.cache_dir = os.path.join(self.tmp, "cache")
+        self.sidecar = None
+        self.runs = 0
+
+    def tearDown(self):
+        if self.sidecar is not None:
+            self.sidecar.stop()
+        self.cp.stop()
+        subprocess.run(["rm", "-rf", self.tmp], check=False)
+
+    def path(self, name=""):
+        return "/api/v1/namespaces/%s/configmaps%s" % (
+            NS, "/" + name if name else "")
+
+    def start_sidecar(self):
+        """A sidecar on the cache directory; returns its time to SERVING."""
+        self.runs += 1
+        started = time.monotonic()
+        self.sidecar = RealSidecar(
+            os.path.join(self.tmp, "sidecar-%d" % self.runs),
+            self.cp.user_kubeconfig,
+            ["--resources=configmaps", "--namespace=" + NS,
+             "--cache_dir=" + self.cache_dir,
+             "--cache_snapshot_interval=0"]).start()
+        return time.monotonic() - started
+
+    def stop_sidecar(self):
+        self.sidecar.stop()
+        self.assertEqual(self.sidecar.process.returncode, 0,
+                         self.sidecar.log())
+        log = self.sidecar.log()
+        self.sidecar = None
+        return log
+
+    def cache_matches_server(self):
+        expected = real_sidecar.server_objects(self.cp, "configmaps", NS)
+        cached = real_sidecar.grpc_list(self.sidecar.channel, self.pb,
+                                        "configmaps", NS)
+        return (expected, cached) if expected == cached else None
+
+    def seed_and_run_once(self):
+        """A first (cold) run that ends with a snapshot; returns its time
+        to SERVING and the bytes its initial state cost."""
+        self.cp.bind_cluster_role(USER, "view")
+        self.cp.create_namespace(NS)
+        for i in range(OBJECTS):
+            self.cp.api("POST", self.path(),
+                        {"metadata": {"name": "cm-%03d" % i},
+                         "data": {"v": "initial", "pad": "x" * 1024}})
+        cold = self.start_sidecar()
+        real_sidecar.wait_for(self.cache_matches_server, "the initial sync")
+        full = self.sidecar.metric(BYTES, resource="configmaps")
+        log = self.stop_sidecar()
+        self.assertIn("snapshot of %d objects" % OBJECTS, log)
+        self.assertIn("cluster identity for snapshots: uid:", log)
+        return cold, full
+
+    def change_while_down(self):
+        for i in range(3):
+            cm = self.cp.api("GET", self.path("cm-%03d" % i))
+            cm["data"]["v"] = "changed while down"
+            self.cp.api("PUT", self.path("cm-%03d" % i), cm)
+        self.cp.api("DELETE", self.path("cm-%03d" % (OBJECTS - 1)))
+        self.cp.api("POST", self.path(), {"metadata": {"name": "new-0"},
+                                          "data": {"v": "new"}})
+
+    def test_restart_inside_the_window_resumes_without_a_list(self):
+        cold, full = self.seed_and_run_once()
+        self.change_while_down()
+        # The cluster changes elsewhere too (as leases do every few
+        # seconds): the server's resourceVersion is past the last change
+        # of these ConfigMaps, so catching up needs the watch's bookmark.
+        self.cp.create_namespace(NS + "-elsewhere")
+        since = self.audit.offset()
+        warm = self.start_sidecar()
+        expected, cached = real_sidecar.wait_for(
+            self.cache_matches_server, "the cache to match the server")
+        self.assertEqual(len(expected), OBJECTS)
+        self.assertEqual(cached["cm-000"]["data"]["v"], "changed while down")
+        self.assertIn("new-0", cached)
+        self.assertNotIn("cm-%03d" % (OBJECTS - 1), cached)
+        self.assertEqual(self.sidecar.metric(LISTS, resource="configmaps"), 0)
+        received = self.sidecar.metric(BYTES, resource="configmaps")
+        print("time to SERVING: cold %.2fs, warm %.2fs; bytes: full %d, "
+              "warm %d" % (cold, warm, full, received))
+        self.assertLess(received, full * 0.05)
+        # A watch is audited at ResponseComplete once it ends: stop first.
+        log = self.stop_sidecar()
+        self.assertIn("loaded %d objects" % OBJECTS, log)
+        self.assertIn("caught up with the server", log)
+        for line in log.splitlines():
+            if any(s in line for s in ("loaded", "resuming", "caught up",
+                                       "cache synced")):
+                print(line)
+        requests = real_sidecar.wait_for(
+            lambda: [r for r in self.audit.requests(USER, "configmaps", since)
+                     if r["verb"] == "watch"] and
+            self.audit.requests(USER, "configmaps", since),
+            "the resumed watch in the audit log")
+        lists = [r for r in requests if r["verb"] == "list"]
+        self.assertEqual(len(lists), 1, requests)
+        self.assertIn("fieldSelector=metadata.name", lists[0]["uri"])
+        self.assertEqual([r for r in requests
+                          if "sendInitialEvents=true" in r["uri"]], [],
+                         requests)
+
+    def test_restart_after_compaction_relists_once_as_a_diff(self):
+        self.seed_and_run_once()
+        self.change_while_down()
+        self.cp.compact_etcd()
+        # Its watch cache now starts after the compaction: the snapshot's
+        # resourceVersion is gone.
+        self.cp.restart_apiserver()
+        self.start_sidecar()
+        expected, cached = real_sidecar.wait_for(
+            self.cache_matches_server, "the cache to match the server")
+        self.assertEqual(sorted(expected), sorted(cached))
+        self.assertEqual(self.sidecar.metric(LISTS, resource="configmaps"), 1,
+                         self.sidecar.log())
+        log = self.stop_sidecar()
+        self.assertIn("loaded %d objects" % OBJECTS, log)
+        # Compared with the loaded cache: the three changed objects and the
+        # new one are the only deltas, the deleted one the only tombstone.
+        self.assertIn("configmaps: relist of %d objects: %d unchanged "
+                      "(kept), 4 new or changed (0 recreated), 1 vanished" %
+                      (OBJECTS, OBJECTS - 4), log)
+
+
+if __name__ == "__main__":
+    unittest.main()
