@@ -743,8 +743,9 @@ int RunParent(const std::string& self, const char* argv0) {
     return 1;
   }
   std::printf(
-      "%.0f %s in %s, list %.1f MB, %.0f B of JSON per object as served\n", *n,
-      target->resource.c_str(),
+      "%.0f %s in %s, list %.1f MB, %.0f B of JSON per object as served; "
+      "initial state: %s\n",
+      *n, target->resource.c_str(),
       target->ns.empty() ? "all namespaces" : target->ns.c_str(),
       list->objects / 1e6, list->objects / *n,
       absl::GetFlag(FLAGS_initial_state) == "list"
