@@ -148,6 +148,7 @@ REALKUBE_TESTS=(
   //integration_tests:real_chain_churn_test
   //integration_tests:real_facade_bookmark_test
   //integration_tests:real_soak_test
+  //integration_tests:bench_smoke_client_go_test
 )
 
 # Builds the peers (cached outside the tree: seconds once built), then runs
