@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "informer/persist/object_block_decoder.h"
 #include "informer/persist/snapshot_error.h"
 #include "informer/persist/snapshot_format.h"
 
@@ -57,6 +60,13 @@ class FrameReader {
   // The next frame, its checksums verified. kTruncated at the end of the
   // file (a file ends with its END frame, after which nobody asks).
   absl::Status NextFrame(Frame* frame);
+  // Moves the last frame's payload out (the frame's view dies with it).
+  std::string TakePayload(const Frame& frame) {
+    buffer_.resize(frame.payload.size());
+    std::string out;
+    out.swap(buffer_);
+    return out;
+  }
   bool at_end() const { return offset_ == size_; }
   uint64_t offset() const { return offset_; }
   uint64_t size() const { return size_; }
@@ -194,6 +204,15 @@ struct Section {
   bool objects = false;  // the objects section (else skipped)
 };
 
+// Below this many objects a snapshot decodes on the reading thread: worker
+// threads would cost more than they save.
+constexpr uint64_t kThreadedDecodeMinObjects = 2048;
+constexpr int kDecodeThreads = 2;
+
+// Stops the read: a block failed to decode (ObjectBlockDecoder::Finish has
+// the error to report).
+absl::Status DecodeFailed() { return absl::CancelledError("decode failed"); }
+
 absl::Status ReadHeader(FrameReader& reader, const SnapshotIdentity& expected,
                         LoadedSnapshot* out) {
   Frame frame;
@@ -219,7 +238,8 @@ absl::Status ReadHeader(FrameReader& reader, const SnapshotIdentity& expected,
 }
 
 absl::Status BeginSection(FrameReader& reader, const Frame& frame,
-                          Section* section, LoadedSnapshot* out) {
+                          const TransformOptions& transform, Section* section,
+                          std::unique_ptr<ObjectBlockDecoder>* decoder) {
   sf::PayloadCursor cursor(frame.payload);
   absl::string_view name;
   if (!cursor.ReadString(&name) || !cursor.ReadVarint(&section->version) ||
@@ -241,20 +261,21 @@ absl::Status BeginSection(FrameReader& reader, const Frame& frame,
   }
   if (!known) section->objects = false;
   if (section->objects) {
-    if (!out->objects.empty()) {
-      return reader.Malformed("two objects sections");
-    }
-    // Each record takes at least 2 bytes: never reserve more than the file
-    // could hold, whatever the count says.
-    out->objects.reserve(static_cast<size_t>(
-        std::min<uint64_t>(section->count, reader.size() / 2)));
+    if (*decoder != nullptr) return reader.Malformed("two objects sections");
+    const int threads = section->count >= kThreadedDecodeMinObjects &&
+                                std::thread::hardware_concurrency() > 1
+                            ? kDecodeThreads
+                            : 0;
+    *decoder = std::make_unique<ObjectBlockDecoder>(transform, threads);
   }
   return absl::OkStatus();
 }
 
+// Counts a RECORDS frame's records (checking that they fill it exactly) and
+// hands an objects block to the decoder.
 absl::Status ReadRecords(FrameReader& reader, const Frame& frame,
-                         const TransformOptions& transform, Section* section,
-                         LoadedSnapshot* out) {
+                         Section* section, ObjectBlockDecoder* decoder) {
+  const uint64_t first_record = section->records + 1;
   sf::PayloadCursor cursor(frame.payload);
   while (!cursor.done()) {
     absl::string_view record;
@@ -265,14 +286,10 @@ absl::Status ReadRecords(FrameReader& reader, const Frame& frame,
     }
     ++section->records;
     section->bytes += record.size();
-    if (!section->objects) continue;
-    absl::StatusOr<ObjectPtr> obj = Object::Parse(record, transform);
-    if (!obj.ok()) {
-      return reader.Malformed(absl::StrCat(
-          "object ", section->records, " (in the RECORDS frame at offset ",
-          frame.offset, ") does not decode: ", obj.status().message()));
-    }
-    out->objects.push_back(*std::move(obj));
+  }
+  if (!section->objects) return absl::OkStatus();
+  if (!decoder->Add(reader.TakePayload(frame), first_record, frame.offset)) {
+    return DecodeFailed();
   }
   return absl::OkStatus();
 }
@@ -313,11 +330,12 @@ absl::Status CheckEnd(FrameReader& reader, const Frame& frame,
   return absl::OkStatus();
 }
 
-// The frames after the HEADER, up to and including END.
-absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
-                      LoadedSnapshot* out) {
+// The frames after the HEADER, up to and including END; the objects
+// section's blocks go to `*decoder` (created at its SECTION_BEGIN).
+absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
+                        std::unique_ptr<ObjectBlockDecoder>* decoder) {
   Section section;
-  bool in_section = false, saw_objects = false;
+  bool in_section = false;
   uint64_t sections = 0;
   for (;;) {
     Frame frame;
@@ -333,12 +351,11 @@ absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
     switch (frame.type) {
       case sf::kSectionBeginFrame:
         section = Section();
-        s = BeginSection(reader, frame, &section, out);
+        s = BeginSection(reader, frame, transform, &section, decoder);
         in_section = true;
-        saw_objects = saw_objects || section.objects;
         break;
       case sf::kRecordsFrame:
-        s = ReadRecords(reader, frame, transform, &section, out);
+        s = ReadRecords(reader, frame, &section, decoder->get());
         break;
       case sf::kSectionEndFrame:
         s = EndSection(reader, frame, section);
@@ -346,7 +363,7 @@ absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
         ++sections;
         break;
       case sf::kEndFrame:
-        return CheckEnd(reader, frame, sections, saw_objects);
+        return CheckEnd(reader, frame, sections, *decoder != nullptr);
       default:
         return reader.Malformed(
             absl::StrCat("unexpected ", FrameName(frame.type), " frame (type ",
@@ -354,6 +371,20 @@ absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
     }
     if (!s.ok()) return s;
   }
+}
+
+// ReadFrames, then the decoded objects. A block that failed to decode comes
+// before anything ReadFrames found wrong after it, so its error wins.
+absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
+                      LoadedSnapshot* out) {
+  std::unique_ptr<ObjectBlockDecoder> decoder;
+  const absl::Status s = ReadFrames(reader, transform, &decoder);
+  if (decoder == nullptr) return s;  // no objects section reached
+  absl::StatusOr<std::vector<ObjectPtr>> objects = decoder->Finish();
+  if (!objects.ok()) return reader.Malformed(objects.status().message());
+  if (!s.ok()) return s;
+  out->objects = *std::move(objects);
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ O="${ROOT}/informer/object"
 # //informer/persist:snapshot_reader, :snapshot_writer, :snapshot_test_util).
 SRCS=("${P}/snapshot_error.cc" "${P}/snapshot_format.cc"
       "${P}/snapshot_identity.cc" "${P}/snapshot_reader.cc"
+      "${P}/object_block_decoder.cc"
       "${P}/snapshot_writer.cc" "${P}/snapshot_test_util.cc"
       "${O}/object.cc" "${O}/json_decode.cc"
       "${ROOT}/informer/util/clock.cc")
