@@ -65,6 +65,22 @@ ProcMemory ReadProcMemory(pid_t pid) {
   return m;
 }
 
+absl::StatusOr<absl::Time> LogLineTime(const std::string& path,
+                                       const std::string& needle) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() < 25 || line.find(needle) == std::string::npos) continue;
+    absl::Time t;
+    std::string err;
+    if (absl::ParseTime("%E4Y%m%d %H:%M:%E*S", line.substr(1, 24),
+                        absl::LocalTimeZone(), &t, &err)) {
+      return t;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no '", needle, "' in ", path));
+}
+
 absl::StatusOr<SyncResult> ParseClientGoLine(const std::string& line) {
   SyncResult r;
   absl::StatusOr<double> v = JsonNumber(line, "sync_seconds");

@@ -56,6 +56,12 @@ absl::StatusOr<SyncResult> RunClientGo(const std::string& binary,
 absl::StatusOr<SyncResult> RunCurl(const std::string& url,
                                    const std::string& curl_flags);
 
+// The time of the first glog line of the file at `path` that contains
+// `needle` (glog's "I20261203 15:08:23.123456 ..." prefix, local time), e.g.
+// the sidecar's ": cache synced". NotFound when no line has it.
+absl::StatusOr<absl::Time> LogLineTime(const std::string& path,
+                                       const std::string& needle);
+
 // Parses kube-informer-bench's JSON line (the fields above). Exposed for
 // its test.
 absl::StatusOr<SyncResult> ParseClientGoLine(const std::string& line);

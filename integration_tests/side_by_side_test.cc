@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <fstream>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace integration {
@@ -43,6 +46,21 @@ TEST(SideBySideTest, ClientGoFailureIsAnError) {
   // The LIST mode turns client-go's WatchListClient gate off.
   EXPECT_NE(r.status().message().find("KUBE_FEATURE_WatchListClient=false"),
             std::string::npos);
+}
+
+TEST(SideBySideTest, FindsTheTimeOfALogLine) {
+  const std::string path = ::testing::TempDir() + "/side_by_side.log";
+  std::ofstream(path) << "I20261203 15:08:23.000000 1 main.cc:1] start\n"
+                      << "not a log line: cache synced\n"
+                      << "I20261203 15:08:24.250000 1 x.cc:9] pods: cache "
+                         "synced\n";
+  absl::StatusOr<absl::Time> t = LogLineTime(path, ": cache synced");
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<absl::Time> t0 = LogLineTime(path, "] start");
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  EXPECT_EQ(*t - *t0, absl::Milliseconds(1250));
+  EXPECT_EQ(LogLineTime(path, "missing").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace
