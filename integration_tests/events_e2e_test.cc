@@ -99,7 +99,8 @@ class ServerEvents {
   }
 
   void Put(const informer::ObjectPtr& o) {
-    absl::StatusOr<informer::Event> e = informer::EventFromJson(o->json());
+    absl::StatusOr<informer::Event> e =
+        informer::EventFromJson(o->json().str());
     if (!e.ok()) return;
     absl::MutexLock lock(&mu_);
     events_[e->name] = *std::move(e);

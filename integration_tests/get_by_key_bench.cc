@@ -29,6 +29,7 @@
 #include "informer/cache/indexer.h"
 #include "informer/cache/shared_informer.h"
 #include "informer/object/object.h"
+#include "informer/object/zstd_json_compressor.h"
 #include "integration_tests/bench_stats.h"
 
 ABSL_FLAG(int, pods, 150000, "Pods in the cache.");
@@ -80,6 +81,9 @@ int main(int argc, char** argv) {
   indexers[std::string(informer::kOwnerUidIndex)] = informer::OwnerUidIndexFunc;
   informer::Indexer indexer(indexers);
   std::vector<std::string> keys;
+  // Objects compressed at rest, as the sidecar keeps them.
+  informer::TransformOptions transform;
+  transform.compressor = std::make_shared<informer::ZstdJsonCompressor>();
   for (int i = 0; i < n; ++i) {
     emulator::PodSpread spread;
     spread.namespaces = nss;
@@ -91,7 +95,8 @@ int main(int argc, char** argv) {
                 absl::StrFormat("\"uid\":\"%08x-1f2e-4d3c-8b4a-%012x\","
                                 "\"resourceVersion\":\"%d\",",
                                 i, i, 1000 + i));
-    absl::StatusOr<informer::ObjectPtr> obj = informer::Object::Parse(json);
+    absl::StatusOr<informer::ObjectPtr> obj =
+        informer::Object::Parse(json, transform);
     if (!obj.ok()) {
       std::fprintf(stderr, "bad pod: %s\n", obj.status().ToString().c_str());
       return 1;

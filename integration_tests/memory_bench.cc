@@ -87,6 +87,7 @@
 #include "informer/client/kubeconfig.h"
 #include "informer/client/resource_client.h"
 #include "informer/object/object.h"
+#include "informer/object/zstd_json_compressor.h"
 #include "integration_tests/bench_stats.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/side_by_side.h"
@@ -358,8 +359,12 @@ int RunChild() {
   absl::StatusOr<std::unique_ptr<informer::client::KubeClient>> kube =
       informer::client::KubeClient::Create(config);
   if (!kube.ok()) return 1;
+  // Objects compressed at rest, as the sidecar keeps them.
+  informer::client::ResourceClientOptions client_options;
+  client_options.transform.compressor =
+      std::make_shared<informer::ZstdJsonCompressor>();
   absl::StatusOr<std::unique_ptr<informer::client::ResourceClient>> cms =
-      (*kube)->ForResource(resource, ns);
+      (*kube)->ForResource(resource, ns, client_options);
   if (!cms.ok()) return 1;
   informer::SharedIndexInformer::Options options;
   options.name = "bench-" + resource;
@@ -383,7 +388,7 @@ int RunChild() {
   int64_t json = 0, keys = 0, meta = 0;
   for (const informer::ObjectPtr& o : objs) {
     // Heap chunks, as MemoryUsage counts them (capacity + 1).
-    const int64_t j = static_cast<int64_t>(o->json().size()) + 1;
+    const int64_t j = static_cast<int64_t>(o->stored_json_size()) + 1;
     const int64_t k = o->Key().capacity() > 15
                           ? static_cast<int64_t>(o->Key().capacity()) + 1
                           : 0;

@@ -16,7 +16,7 @@ PACKAGES=(
   libabsl-dev libcurl4-openssl-dev libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsimdjson-dev rapidjson-dev libyaml-cpp-dev libcpp-httplib-dev
-  libssl-dev zlib1g-dev
+  libssl-dev zlib1g-dev libzstd-dev
   # Kubernetes API facade (server/kubeapi): libevent's evhttp
   libevent-dev
   # Python (tests, SDK): Debian's interpreter with its gRPC, protobuf, YAML

@@ -255,7 +255,7 @@ int Main(int argc, char** argv) {
   }
   static Inputs inputs;
   inputs.list = *std::move(list);
-  inputs.pod = std::string(decoded->items[0]->json());
+  inputs.pod = decoded->items[0]->json().str();
   g_inputs = &inputs;
 
   absl::StatusOr<ObjectPtr> full = Object::Parse(inputs.pod, keep);
@@ -266,7 +266,7 @@ int Main(int argc, char** argv) {
                "without %zu B (json %zu B)\n",
                (*full)->Key().c_str(), inputs.pod.size(),
                (*full)->MemoryUsage(), (*slim)->MemoryUsage(),
-               (*slim)->json().size());
+               (*slim)->json_size());
   size_t list_full = 0, list_slim = 0;
   absl::StatusOr<ObjectList> slim_list = DecodeList(inputs.list);
   if (!slim_list.ok()) return 1;

@@ -343,7 +343,8 @@ std::shared_ptr<const DropNode> BuildDropTree(
 
 absl::StatusOr<ObjectPtr> BuildObject(element value, absl::string_view compact,
                                       const DropNode& drops,
-                                      absl::string_view where) {
+                                      absl::string_view where,
+                                      JsonCompressor* compressor) {
   simdjson::dom::object top;
   if (value.get_object().get(top)) {
     return absl::InvalidArgumentError(
@@ -389,6 +390,7 @@ absl::StatusOr<ObjectPtr> BuildObject(element value, absl::string_view compact,
         absl::StrCat(where, "missing metadata.name"));
   }
   b.SetJson(ApplyDrops(compact, drops));
+  b.SetCompressor(compressor);
   return b.Build();
 }
 

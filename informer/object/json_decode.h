@@ -90,10 +90,12 @@ std::shared_ptr<const DropNode> BuildDropTree(
 
 // Builds an Object from a DOM object `value` whose compact text is `compact`
 // (a slice of ParsedJson::compact()). `where` prefixes error messages.
+// `compressor` (may be null) compresses the JSON at rest.
 absl::StatusOr<ObjectPtr> BuildObject(simdjson::dom::element value,
                                       absl::string_view compact,
                                       const DropNode& drops,
-                                      absl::string_view where);
+                                      absl::string_view where,
+                                      JsonCompressor* compressor);
 
 // Scanner over VALID compact JSON (as produced by ParsedJson).
 // Returns the end (one past) of the value starting at `p`.

@@ -283,7 +283,8 @@ absl::StatusOr<ObjectPtr> Object::Parse(absl::string_view json,
         absl::Status st = parsed.Parse(json);
         if (!st.ok()) return st;
         return json_internal::BuildObject(parsed.root(), parsed.compact(),
-                                          *drops, "");
+                                          *drops, "",
+                                          transform.compressor.get());
       });
 }
 
@@ -309,11 +310,24 @@ const std::string* Object::Annotation(absl::string_view key) const {
   return FindSorted(annotations(), key);
 }
 
+JsonText Object::json() const {
+  if (dictionary_ == nullptr) return JsonText(Part(0, json_size_));
+  std::string out;
+  out.resize(json_size_);
+  if (!dictionary_->Decompress(Part(0, stored_size_), out.data(), json_size_)) {
+    // The bytes were compressed in this process and never change: only a
+    // bug or memory corruption gets here, and wrong JSON would be worse.
+    Fatal("Object::json(): the stored JSON does not decompress");
+  }
+  return JsonText(std::move(out));
+}
+
 std::vector<std::string> Object::FieldValues(absl::string_view path) const {
   std::vector<std::string> out;
   if (path.empty()) return out;
   const std::vector<absl::string_view> parts = absl::StrSplit(path, '.');
-  const absl::string_view json = this->json();
+  const JsonText text = this->json();
+  const absl::string_view json = text.view();
   json_internal::WithParsedJson(json, [&](ParsedJson& parsed) {
     // The JSON was validated when the object was built (or synthesised by
     // ObjectBuilder); a failure here means "no values".
@@ -331,7 +345,7 @@ int64_t Object::generation() const {
 }
 
 size_t Object::TextSize() const {
-  size_t end = json_size_;
+  size_t end = stored_size_;
   for (int f = 0; f < kFieldCount; ++f) {
     end = std::max<size_t>(end, FieldStart(f) + field_size_[f]);
   }
@@ -403,6 +417,10 @@ ObjectBuilder& ObjectBuilder::AddOwnerReference(OwnerReference ref) {
   owner_references_.push_back(std::move(ref));
   return *this;
 }
+ObjectBuilder& ObjectBuilder::SetCompressor(JsonCompressor* compressor) {
+  compressor_ = compressor;
+  return *this;
+}
 
 std::string ObjectBuilder::SynthesizeJson() const {
   std::string out;
@@ -463,6 +481,15 @@ ObjectPtr ObjectBuilder::Build() {
   // and resourceVersion in metadata).
   const std::string generation =
       generation_ != 0 ? absl::StrCat(generation_) : std::string();
+  std::string compressed;
+  std::shared_ptr<const JsonDictionary> dictionary;
+  if (compressor_ != nullptr && json_.size() <= UINT32_MAX) {
+    dictionary = compressor_->Compress(json_, &compressed);
+  }
+  // The bytes stored past the header: the compressed JSON, or the JSON.
+  const absl::string_view stored = dictionary != nullptr
+                                       ? absl::string_view(compressed)
+                                       : absl::string_view(json_);
   const std::string* fields[Object::kFieldCount] = {};
   fields[Object::kUid] = &uid_;
   fields[Object::kResourceVersion] = &resource_version_;
@@ -470,9 +497,12 @@ ObjectPtr ObjectBuilder::Build() {
   fields[Object::kApiVersion] = &api_version_;
   fields[Object::kKind] = &kind_;
   fields[Object::kGeneration] = &generation;
-  // Found within the JSON's first 32 KiB: an offset from its start.
+  // Found within the JSON's first 32 KiB: an offset from its start. Not
+  // in compressed JSON, whose bytes are not the text's.
   const absl::string_view searched =
-      absl::string_view(json_).substr(0, Object::kAppended);
+      dictionary != nullptr
+          ? absl::string_view()
+          : absl::string_view(json_).substr(0, Object::kAppended);
   uint16_t offsets[Object::kFieldCount] = {};
   size_t appended = 0;
   for (int f = 0; f < Object::kFieldCount; ++f) {
@@ -483,6 +513,7 @@ ObjectPtr ObjectBuilder::Build() {
       Fatal("ObjectBuilder: a metadata string longer than 4096 bytes");
     }
     const size_t at = v.empty() ? 0 : searched.find(v);
+    // (An empty string is "found" at offset 0 even in compressed JSON.)
     if (at != absl::string_view::npos && at + v.size() <= searched.size()) {
       offsets[f] = static_cast<uint16_t>(at);
     } else {
@@ -491,7 +522,7 @@ ObjectPtr ObjectBuilder::Build() {
     }
   }
   TrailingRequest request;
-  request.extra = json_.size() + appended;
+  request.extra = stored.size() + appended;
   current_request = &request;
   std::shared_ptr<ObjectStorage> storage =
       std::allocate_shared<ObjectStorage>(TrailingAllocator<ObjectStorage>());
@@ -502,8 +533,10 @@ ObjectPtr ObjectBuilder::Build() {
     Fatal("ObjectBuilder: allocate_shared laid out its block unexpectedly");
   }
   char* out = request.trailing;
-  if (!json_.empty()) std::memcpy(out, json_.data(), json_.size());
+  if (!stored.empty()) std::memcpy(out, stored.data(), stored.size());
   obj->json_size_ = static_cast<uint32_t>(json_.size());
+  obj->stored_size_ = static_cast<uint32_t>(stored.size());
+  obj->dictionary_ = std::move(dictionary);
   for (int f = 0; f < Object::kFieldCount; ++f) {
     const std::string& v = *fields[f];
     obj->field_offset_[f] = offsets[f];

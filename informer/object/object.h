@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,8 @@ struct OwnerReference {
   bool block_owner_deletion = false;
 };
 
+class JsonCompressor;
+
 // What happens to an object's JSON before it is cached (client-go's
 // SetTransform). Applied once at decode time.
 struct TransformOptions {
@@ -36,6 +39,109 @@ struct TransformOptions {
   // Further dotted field paths to remove, e.g. "metadata.annotations" or
   // "status.containerStatuses". A path that does not exist is ignored.
   std::vector<std::string> drop_fields;
+  // Compresses each object's JSON at rest (see JsonCompressor); null keeps
+  // it as decoded. Shared: every object of one resource should go through
+  // the same compressor, whose dictionary is trained on that resource.
+  std::shared_ptr<JsonCompressor> compressor;
+};
+
+// Reads back JSON that a JsonCompressor compressed: one dictionary version.
+// Every compressed Object holds the dictionary it was compressed with, so
+// a compressor may train new versions while older objects stay readable.
+// Thread-safe and immutable once published.
+class JsonDictionary {
+ public:
+  virtual ~JsonDictionary() = default;
+  // Writes the `json_size` bytes that `stored` decompresses to into `out`
+  // (which has room for exactly that many). False when `stored` is not what
+  // this dictionary compressed (a bug or memory corruption: never expected).
+  virtual bool Decompress(absl::string_view stored, char* out,
+                          size_t json_size) const = 0;
+};
+
+// Compresses objects' JSON as they are built (ObjectBuilder::Build, i.e. in
+// the decoding threads). Implementations decide when compression pays (for
+// example only once a dictionary is trained on the resource's first
+// objects). Thread-safe: one compressor serves every thread that decodes
+// its resource.
+class JsonCompressor {
+ public:
+  virtual ~JsonCompressor() = default;
+  // Compresses `json` into `*out` (replacing its contents) and returns the
+  // dictionary that reads it back, or null to store `json` uncompressed.
+  virtual std::shared_ptr<const JsonDictionary> Compress(absl::string_view json,
+                                                         std::string* out) = 0;
+};
+
+// An object's JSON text as Object::json() returns it: a view of the bytes
+// inside the Object when it is stored uncompressed (borrowed(): valid while
+// the Object lives), or a decompressed copy this JsonText owns. Bind it to
+// a variable for as long as its bytes are used; view() on a temporary does
+// not compile, since the bytes it views could die with it. Move-only.
+class JsonText {
+ public:
+  JsonText() = default;
+  JsonText(JsonText&& other) noexcept { *this = std::move(other); }
+  JsonText& operator=(JsonText&& other) noexcept {
+    owns_ = other.owns_;
+    owned_ = std::move(other.owned_);
+    // A moved std::string's bytes may move too (the inline buffer).
+    view_ = owns_ ? absl::string_view(owned_) : other.view_;
+    other.owns_ = false;
+    other.owned_.clear();
+    other.view_ = absl::string_view();
+    return *this;
+  }
+  JsonText(const JsonText&) = delete;
+  JsonText& operator=(const JsonText&) = delete;
+
+  absl::string_view view() const& { return view_; }
+  absl::string_view view() const&& = delete;
+  size_t size() const { return view_.size(); }
+  bool empty() const { return view_.empty(); }
+  // True when the bytes are the Object's own (it must outlive this view);
+  // false when this JsonText owns them.
+  bool borrowed() const { return !owns_; }
+  // A copy of the text; from a temporary, the owned bytes are moved out.
+  std::string str() const& { return std::string(view_); }
+  std::string str() && {
+    if (!owns_) return std::string(view_);
+    view_ = absl::string_view();
+    owns_ = false;
+    return std::move(owned_);
+  }
+
+  friend bool operator==(const JsonText& a, absl::string_view b) {
+    return a.view_ == b;
+  }
+  friend bool operator==(absl::string_view a, const JsonText& b) {
+    return a == b.view_;
+  }
+  friend bool operator==(const JsonText& a, const JsonText& b) {
+    return a.view_ == b.view_;
+  }
+  friend bool operator!=(const JsonText& a, absl::string_view b) {
+    return !(a == b);
+  }
+  friend bool operator!=(absl::string_view a, const JsonText& b) {
+    return !(a == b);
+  }
+  friend bool operator!=(const JsonText& a, const JsonText& b) {
+    return !(a == b);
+  }
+  friend std::ostream& operator<<(std::ostream& os, const JsonText& t) {
+    return os << t.view_;
+  }
+
+ private:
+  friend class Object;
+  explicit JsonText(absl::string_view borrowed) : view_(borrowed) {}
+  explicit JsonText(std::string owned)
+      : owns_(true), owned_(std::move(owned)), view_(owned_) {}
+
+  bool owns_ = false;
+  std::string owned_;
+  absl::string_view view_;
 };
 
 class Object;
@@ -44,9 +150,14 @@ using ObjectPtr = std::shared_ptr<const Object>;
 // Object is one cached Kubernetes object: its compact JSON text (after the
 // transform) plus the metadata extracted once at decode time.
 //
+// The JSON is kept as decoded, or compressed when the decode had a
+// JsonCompressor (TransformOptions::compressor): then json() decompresses a
+// copy on every call (a few microseconds for a Pod), while the metadata
+// accessors, Key(), labels() and the rest never touch the JSON.
+//
 // Immutable once built and shared by every holder (store, FIFO, handlers,
 // streams) through ObjectPtr, so it is safe to read from any thread without
-// locking. Build one with Object::Parse (or FromParts in tests).
+// locking. Build one with Object::Parse (or ObjectBuilder in tests).
 class Object {
  public:
   // Decodes one object from JSON text, applying `transform`. Returns
@@ -55,8 +166,15 @@ class Object {
   static absl::StatusOr<ObjectPtr> Parse(
       absl::string_view json, const TransformOptions& transform = {});
 
-  // The compact JSON text as cached (transform applied).
-  absl::string_view json() const { return Part(0, json_size_); }
+  // The compact JSON text as cached (transform applied): a view of the
+  // object's own bytes, or a decompressed copy when it is stored compressed
+  // (see JsonText: hold the result while using its bytes).
+  JsonText json() const;
+  // The JSON's length, without decompressing it.
+  size_t json_size() const { return json_size_; }
+  // Whether the JSON is stored compressed, and the bytes it takes stored.
+  bool compressed() const { return dictionary_ != nullptr; }
+  size_t stored_json_size() const { return stored_size_; }
 
   absl::string_view api_version() const { return Field(kApiVersion); }
   absl::string_view kind() const { return Field(kKind); }
@@ -124,13 +242,14 @@ class Object {
     kGeneration,  // its decimal digits
     kFieldCount
   };
-  // An offset with this bit set counts from the end of the JSON (a string
-  // appended after it); without it, from the JSON's start (a string found
-  // in the JSON's first 32 KiB).
+  // An offset with this bit set counts from the end of the stored JSON (a
+  // string appended after it); without it, from the JSON's start (a string
+  // found in the uncompressed JSON's first 32 KiB).
   static constexpr uint16_t kAppended = 0x8000;
 
-  // The JSON, followed by the metadata strings the JSON does not contain
-  // verbatim: ObjectBuilder allocates them right past this header.
+  // The stored JSON (compressed or not), followed by the metadata strings
+  // it does not contain verbatim: ObjectBuilder allocates them right past
+  // this header.
   const char* text() const {
     return reinterpret_cast<const char*>(this) + sizeof(Object);
   }
@@ -139,12 +258,12 @@ class Object {
   }
   size_t FieldStart(int f) const {
     const uint16_t off = field_offset_[f];
-    return (off & kAppended) != 0 ? json_size_ + (off & ~kAppended) : off;
+    return (off & kAppended) != 0 ? stored_size_ + (off & ~kAppended) : off;
   }
   absl::string_view Field(FieldIndex f) const {
     return Part(FieldStart(f), field_size_[f]);
   }
-  // The bytes of text past the header (JSON and appended strings).
+  // The bytes of text past the header (stored JSON and appended strings).
   size_t TextSize() const;
 
   // Memory layout: a cache holds one Object per cached object, so every
@@ -153,14 +272,18 @@ class Object {
   // right past the header (so no pointer to it is kept). The metadata
   // strings are offsets and sizes into the text: into the JSON itself
   // wherever it holds the same bytes (uid, resourceVersion, apiVersion
-  // and kind usually do), else into copies appended after the JSON.
+  // and kind usually do) and is not compressed, else into copies appended
+  // after the stored JSON.
   // Labels, annotations and owner references, which many objects lack, are
   // a separate allocation only when there are any.
   //
   // MetaNamespaceKey(namespace, name); the namespace is its first ns_size_
   // bytes, the name follows the '/' (the whole key when ns_size_ is 0).
   std::string key_;
+  // The JSON's length, and the bytes it takes in the text (the same when
+  // it is not compressed).
   uint32_t json_size_ = 0;
+  uint32_t stored_size_ = 0;
   uint32_t ns_size_ = 0;
   // See kAppended. Sizes are at most kMaxFieldBytes (the decoder refuses
   // longer strings), so every appended string starts within 32 KiB.
@@ -168,6 +291,8 @@ class Object {
   uint16_t field_size_[kFieldCount] = {};
   // Null when the object has no labels, annotations or owner references.
   std::unique_ptr<const Extras> extras_;
+  // Reads the stored JSON back; null when it is stored as is.
+  std::shared_ptr<const JsonDictionary> dictionary_;
 };
 
 // Builds Objects field by field: the decoder uses it, and so do tests that
@@ -188,6 +313,9 @@ class ObjectBuilder {
   ObjectBuilder& AddLabel(absl::string_view k, absl::string_view v);
   ObjectBuilder& AddAnnotation(absl::string_view k, absl::string_view v);
   ObjectBuilder& AddOwnerReference(OwnerReference ref);
+  // Stores the JSON compressed by `compressor` (when it chooses to); null,
+  // the default, stores it as is. Not owned; used by Build() only.
+  ObjectBuilder& SetCompressor(JsonCompressor* compressor);
   ObjectPtr Build();
 
  private:
@@ -206,6 +334,7 @@ class ObjectBuilder {
   std::vector<std::pair<std::string, std::string>> labels_;
   std::vector<std::pair<std::string, std::string>> annotations_;
   std::vector<OwnerReference> owner_references_;
+  JsonCompressor* compressor_ = nullptr;
 };
 
 // Key function (client-go's MetaNamespaceKeyFunc) and its inverse.

@@ -1,5 +1,6 @@
 #include "informer/object/object.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -107,7 +108,8 @@ TEST(ObjectParseTest, DropsManagedFieldsByDefaultAndKeepsEverythingElse) {
   ASSERT_TRUE(absl::StrContains(pod, "\"managedFields\""));
   absl::StatusOr<ObjectPtr> obj = Object::Parse(pod);
   ASSERT_TRUE(obj.ok()) << obj.status();
-  const absl::string_view out = (*obj)->json();
+  const JsonText out_text = (*obj)->json();
+  const absl::string_view out = out_text.view();
   EXPECT_FALSE(absl::StrContains(out, "managedFields"));
   EXPECT_TRUE(IsCompact(out));
 
@@ -150,7 +152,7 @@ TEST(ObjectParseTest, MemoryUsageShrinksWithoutManagedFields) {
   absl::StatusOr<ObjectPtr> slim = Object::Parse(pod);
   ASSERT_TRUE(full.ok() && slim.ok());
   EXPECT_GE((*full)->MemoryUsage(), pod.size());
-  EXPECT_GE((*slim)->MemoryUsage(), (*slim)->json().size());
+  EXPECT_GE((*slim)->MemoryUsage(), (*slim)->json_size());
   EXPECT_LT((*slim)->MemoryUsage() + 2000, (*full)->MemoryUsage());
 }
 
@@ -161,7 +163,8 @@ TEST(ObjectParseTest, DropFieldsRemovesPathsAndFansOutOverArrays) {
                    "spec.does.not.exist"};
   absl::StatusOr<ObjectPtr> obj = Object::Parse(pod, t);
   ASSERT_TRUE(obj.ok()) << obj.status();
-  Dom dom((*obj)->json());
+  const JsonText text = (*obj)->json();
+  Dom dom(text.view());
   ASSERT_FALSE(dom.error) << (*obj)->json();
   EXPECT_THAT(Keys(dom.root), ElementsAre("metadata", "spec"));
   EXPECT_THAT(Keys(dom.root["metadata"]),
@@ -192,7 +195,8 @@ TEST(ObjectParseTest, DropFieldsKeepsCommasRightForEverySubset) {
     }
     absl::StatusOr<ObjectPtr> obj = Object::Parse(json, t);
     ASSERT_TRUE(obj.ok()) << obj.status();
-    Dom dom((*obj)->json());
+    const JsonText text = (*obj)->json();
+    Dom dom(text.view());
     ASSERT_FALSE(dom.error) << "mask " << mask << ": " << (*obj)->json();
     EXPECT_EQ(Keys(dom.root["x"]), kept) << "mask " << mask;
   }
@@ -408,8 +412,8 @@ TEST(ObjectBuilderTest, SynthesisesJsonThatParsesBackToTheSameObject) {
                         .Build();
   EXPECT_THAT(built->labels(),
               ElementsAre(Pair("a", "overridden"), Pair("z", "last")));
-  EXPECT_TRUE(IsCompact(built->json()));
-  absl::StatusOr<ObjectPtr> parsed = Object::Parse(built->json());
+  EXPECT_TRUE(IsCompact(built->json().str()));
+  absl::StatusOr<ObjectPtr> parsed = Object::Parse(built->json().str());
   ASSERT_TRUE(parsed.ok()) << parsed.status() << " in " << built->json();
   const Object& p = **parsed;
   EXPECT_EQ(p.json(), built->json());
@@ -460,8 +464,10 @@ TEST(ObjectBuilderTest, MetadataStringsShareTheJsonsAllocation) {
   EXPECT_EQ(o.api_version(), "v1");
   EXPECT_EQ(o.kind(), "ConfigMap");
   // Each is a slice of the JSON itself: no copy.
-  const char* begin = o.json().data();
-  const char* end = begin + o.json().size();
+  const JsonText text = o.json();
+  ASSERT_TRUE(text.borrowed());
+  const char* begin = text.view().data();
+  const char* end = begin + text.size();
   for (absl::string_view field :
        {o.uid(), o.resource_version(), o.deletion_timestamp(), o.api_version(),
         o.kind()}) {
@@ -494,7 +500,8 @@ TEST(ObjectBuilderTest, MetadataStringsTheJsonLacksAreAppendedToIt) {
   EXPECT_EQ(obj->resource_version(), "42");
   EXPECT_EQ(obj->kind(), "Pod");
   EXPECT_EQ(obj->api_version(), "");
-  const char* end = obj->json().data() + obj->json().size();
+  const JsonText text = obj->json();
+  const char* end = text.view().data() + text.size();
   EXPECT_EQ(obj->uid().data(), end);
   EXPECT_EQ(obj->MemoryUsage(), 16 + sizeof(Object) + json.size() + 2 + 2 + 3);
 }
@@ -517,7 +524,8 @@ TEST(ObjectParseTest, MetadataPastTheJsonsFirst32KiBIsCopied) {
   EXPECT_EQ(o.uid(), "0b5a8f3e-3c1e-4c4e-9d1f-2f6c4e0b9a11");
   EXPECT_EQ(o.resource_version(), "9876");
   EXPECT_EQ(o.generation(), 77);
-  const char* end = o.json().data() + o.json().size();
+  const JsonText text = o.json();
+  const char* end = text.view().data() + text.size();
   EXPECT_LT(o.api_version().data(), end);  // found near the start
   EXPECT_GE(o.uid().data(), end);          // appended
   EXPECT_GE(o.resource_version().data(), end);
@@ -587,6 +595,128 @@ TEST(ObjectBuilderTest, KeyNameAndNamespaceComeFromOneKeyBuiltOnce) {
   ObjectPtr twice =
       b.SetName("x").SetNamespace("n1").SetNamespace("n2").Build();
   EXPECT_EQ(twice->Key(), "n2/x");
+}
+
+// A stand-in compressor (no zstd here): stores the JSON reversed, so that
+// a reader that took the stored bytes for the JSON would see garbage.
+class ReversingDictionary : public JsonDictionary {
+ public:
+  bool Decompress(absl::string_view stored, char* out,
+                  size_t json_size) const override {
+    if (stored.size() != json_size) return false;
+    std::reverse_copy(stored.begin(), stored.end(), out);
+    return true;
+  }
+};
+
+class ReversingCompressor : public JsonCompressor {
+ public:
+  std::shared_ptr<const JsonDictionary> Compress(absl::string_view json,
+                                                 std::string* out) override {
+    ++calls;
+    if (json.size() < min_size) return nullptr;
+    out->assign(json.rbegin(), json.rend());
+    return dictionary;
+  }
+  size_t min_size = 0;
+  int calls = 0;
+  std::shared_ptr<const JsonDictionary> dictionary =
+      std::make_shared<ReversingDictionary>();
+};
+
+TEST(ObjectCompressionTest, CompressedObjectReadsBackItsJsonAndMetadata) {
+  const std::string json =
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1",)"
+      R"("namespace":"ns","uid":"u-1","resourceVersion":"42","generation":3,)"
+      R"("deletionTimestamp":"2026-12-01T00:00:00Z","labels":{"app":"web"}},)"
+      R"("spec":{"nodeName":"node-7"}})";
+  auto compressor = std::make_shared<ReversingCompressor>();
+  TransformOptions t;
+  t.compressor = compressor;
+  absl::StatusOr<ObjectPtr> obj = Object::Parse(json, t);
+  ASSERT_TRUE(obj.ok()) << obj.status();
+  const Object& o = **obj;
+  EXPECT_EQ(compressor->calls, 1);
+  EXPECT_TRUE(o.compressed());
+  EXPECT_EQ(o.json_size(), json.size());
+  EXPECT_EQ(o.stored_json_size(), json.size());
+  const JsonText text = o.json();
+  EXPECT_FALSE(text.borrowed());
+  EXPECT_EQ(text, json);
+  EXPECT_EQ(o.Key(), "ns/web-1");
+  EXPECT_EQ(o.uid(), "u-1");
+  EXPECT_EQ(o.resource_version(), "42");
+  EXPECT_EQ(o.api_version(), "v1");
+  EXPECT_EQ(o.kind(), "Pod");
+  EXPECT_EQ(o.generation(), 3);
+  EXPECT_EQ(o.deletion_timestamp(), "2026-12-01T00:00:00Z");
+  ASSERT_NE(o.Label("app"), nullptr);
+  EXPECT_EQ(*o.Label("app"), "web");
+  EXPECT_THAT(o.FieldValues("spec.nodeName"), ElementsAre("node-7"));
+  // The metadata strings are copies after the stored bytes (which are not
+  // the JSON's text): uid, resourceVersion, deletionTimestamp, apiVersion,
+  // kind and generation, 31 bytes that the uncompressed object finds in
+  // its JSON.
+  absl::StatusOr<ObjectPtr> plain = Object::Parse(json);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE((*plain)->compressed());
+  EXPECT_EQ(o.MemoryUsage(), (*plain)->MemoryUsage() + 31);
+}
+
+TEST(ObjectCompressionTest, CompressorMayKeepAnObjectAsItIs) {
+  auto compressor = std::make_shared<ReversingCompressor>();
+  compressor->min_size = 1 << 20;
+  TransformOptions t;
+  t.compressor = compressor;
+  absl::StatusOr<ObjectPtr> obj =
+      Object::Parse(R"({"metadata":{"name":"a","uid":"u"}})", t);
+  ASSERT_TRUE(obj.ok());
+  EXPECT_EQ(compressor->calls, 1);
+  EXPECT_FALSE((*obj)->compressed());
+  const JsonText text = (*obj)->json();
+  EXPECT_TRUE(text.borrowed());
+  EXPECT_EQ(text, R"({"metadata":{"name":"a","uid":"u"}})");
+  EXPECT_EQ((*obj)->uid(), "u");
+}
+
+TEST(ObjectCompressionTest, ObjectsKeepTheirDictionaryAlive) {
+  auto compressor = std::make_shared<ReversingCompressor>();
+  ObjectPtr obj = ObjectBuilder()
+                      .SetJson(R"({"metadata":{"name":"a"}})")
+                      .SetName("a")
+                      .SetCompressor(compressor.get())
+                      .Build();
+  std::weak_ptr<const JsonDictionary> dictionary = compressor->dictionary;
+  compressor.reset();
+  EXPECT_FALSE(dictionary.expired());
+  EXPECT_EQ(obj->json(), R"({"metadata":{"name":"a"}})");
+  obj.reset();
+  EXPECT_TRUE(dictionary.expired());
+}
+
+TEST(JsonTextTest, MovesKeepOwnedTextValid) {
+  auto compressor = std::make_shared<ReversingCompressor>();
+  // Short enough for std::string's inline buffer, which moves with it.
+  ObjectPtr obj = ObjectBuilder()
+                      .SetJson(R"({"a":1})")
+                      .SetName("a")
+                      .SetCompressor(compressor.get())
+                      .Build();
+  JsonText a = obj->json();
+  JsonText b = std::move(a);
+  EXPECT_EQ(b, R"({"a":1})");
+  EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): defined
+  JsonText c;
+  c = std::move(b);
+  EXPECT_EQ(c.view(), R"({"a":1})");
+  EXPECT_EQ(std::move(c).str(), R"({"a":1})");
+  // A borrowed text copies out.
+  ObjectPtr plain = ObjectBuilder().SetJson(R"({"b":2})").SetName("b").Build();
+  JsonText d = plain->json();
+  EXPECT_TRUE(d.borrowed());
+  EXPECT_EQ(std::move(d).str(), R"({"b":2})");
+  EXPECT_EQ(plain->json(), plain->json());
+  EXPECT_NE(plain->json(), obj->json());
 }
 
 }  // namespace

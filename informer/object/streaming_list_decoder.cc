@@ -421,14 +421,15 @@ absl::Status ListItemSplitter::Finish() {
 namespace {
 
 absl::StatusOr<ObjectPtr> DecodeItem(absl::string_view text, size_t index,
-                                     const json_internal::DropNode& drops) {
+                                     const json_internal::DropNode& drops,
+                                     JsonCompressor* compressor) {
   absl::StatusOr<ObjectPtr> obj = json_internal::WithParsedJson(
       text,
       [&](json_internal::ParsedJson& parsed) -> absl::StatusOr<ObjectPtr> {
         absl::Status st = parsed.Parse(text);
         if (!st.ok()) return st;
         return json_internal::BuildObject(parsed.root(), parsed.compact(),
-                                          drops, "");
+                                          drops, "", compressor);
       });
   if (!obj.ok()) {
     return Prefixed(absl::StrCat("list: items[", index, "]: "), obj.status());
@@ -449,13 +450,14 @@ struct StreamingListDecoder::Batch {
   absl::Status status;  // the first bad item's error
   bool done = false;    // decoded (Shared::mu)
 
-  void Decode(const json_internal::DropNode& drops) {
+  void Decode(const json_internal::DropNode& drops,
+              JsonCompressor* compressor) {
     out.reserve(ends.size());
     size_t begin = 0;
     for (size_t i = 0; i < ends.size(); ++i) {
       absl::StatusOr<ObjectPtr> obj =
           DecodeItem(absl::string_view(text.data() + begin, ends[i] - begin),
-                     first_index + i, drops);
+                     first_index + i, drops, compressor);
       if (!obj.ok()) {
         status = obj.status();
         return;
@@ -468,10 +470,12 @@ struct StreamingListDecoder::Batch {
 
 // What the feeding thread and the workers share.
 struct StreamingListDecoder::Shared {
-  explicit Shared(std::shared_ptr<const json_internal::DropNode> d)
-      : drops(std::move(d)) {}
+  Shared(std::shared_ptr<const json_internal::DropNode> d,
+         std::shared_ptr<JsonCompressor> c)
+      : drops(std::move(d)), compressor(std::move(c)) {}
 
   const std::shared_ptr<const json_internal::DropNode> drops;
+  const std::shared_ptr<JsonCompressor> compressor;
   absl::Mutex mu;
   // Every batch, in list order.
   std::vector<std::unique_ptr<Batch>> batches ABSL_GUARDED_BY(mu);
@@ -494,7 +498,7 @@ struct StreamingListDecoder::Shared {
 
   // Decodes a batch taken with TakeLocked (mu not held while decoding).
   void DecodeTaken(Batch* b) ABSL_LOCKS_EXCLUDED(mu) {
-    b->Decode(*drops);
+    b->Decode(*drops, compressor.get());
     std::string text = std::move(b->text);
     text.clear();
     absl::MutexLock lock(&mu);
@@ -541,7 +545,8 @@ StreamingListDecoder::StreamingListDecoder(const TransformOptions& transform,
                                            Options options)
     : transform_(transform),
       options_(options),
-      shared_(new Shared(json_internal::BuildDropTree(transform))),
+      shared_(new Shared(json_internal::BuildDropTree(transform),
+                         transform.compressor)),
       splitter_([this](absl::string_view item) { return OnItem(item); }) {}
 
 StreamingListDecoder::~StreamingListDecoder() { shared_->StopWorkers(); }
@@ -564,8 +569,8 @@ absl::Status StreamingListDecoder::OnItem(absl::string_view text) {
   ++next_index_;
   if (options_.decode_threads <= 0) {
     // Inline: decode straight from the received bytes, no copy.
-    absl::StatusOr<ObjectPtr> obj =
-        DecodeItem(text, next_index_ - 1, *shared_->drops);
+    absl::StatusOr<ObjectPtr> obj = DecodeItem(
+        text, next_index_ - 1, *shared_->drops, shared_->compressor.get());
     if (!obj.ok()) return obj.status();
     if (options_.on_item) {
       absl::Status st = options_.on_item(*obj);

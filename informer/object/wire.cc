@@ -135,8 +135,9 @@ absl::StatusOr<simdjson::dom::object> ListTop(const ParsedJson& parsed) {
 // The general path: one DOM of the whole body. Used when SplitList cannot
 // split the body (no items array, or malformed input, for which it gives the
 // precise error).
-absl::StatusOr<ObjectList> DecodeWholeList(
-    absl::string_view json, const json_internal::DropNode& drops) {
+absl::StatusOr<ObjectList> DecodeWholeList(absl::string_view json,
+                                           const json_internal::DropNode& drops,
+                                           JsonCompressor* compressor) {
   return json_internal::WithParsedJson(
       json, [&](ParsedJson& parsed) -> absl::StatusOr<ObjectList> {
         absl::Status st = parsed.Parse(json);
@@ -172,7 +173,7 @@ absl::StatusOr<ObjectList> DecodeWholeList(
         size_t i = 0;
         for (simdjson::dom::element item : items) {
           absl::StatusOr<ObjectPtr> obj =
-              json_internal::BuildObject(item, texts[i], drops, "");
+              json_internal::BuildObject(item, texts[i], drops, "", compressor);
           if (!obj.ok()) {
             return Prefixed(absl::StrCat("list: items[", i, "]: "),
                             obj.status());
@@ -192,7 +193,7 @@ absl::StatusOr<ObjectList> DecodeList(absl::string_view json,
       json_internal::BuildDropTree(transform);
   json_internal::ListSplit split;
   if (!json_internal::SplitList(json, &split)) {
-    return DecodeWholeList(json, *drops);
+    return DecodeWholeList(json, *drops, transform.compressor.get());
   }
   // Validate the envelope with an empty items array, then each item on its
   // own: valid envelope + valid items + the separators SplitList checked =
@@ -226,7 +227,8 @@ absl::StatusOr<ObjectList> DecodeList(absl::string_view json,
           absl::Status parse_status = parsed.Parse(text);
           if (!parse_status.ok()) return parse_status;
           return json_internal::BuildObject(parsed.root(), parsed.compact(),
-                                            *drops, "");
+                                            *drops, "",
+                                            transform.compressor.get());
         });
     if (!obj.ok()) {
       return Prefixed(absl::StrCat("list: items[", i, "]: "), obj.status());
@@ -272,7 +274,8 @@ absl::StatusOr<WatchEvent> DecodeWatchEvent(absl::string_view line,
             const absl::string_view text = json_internal::FindMemberValue(
                 compact.data(), compact.data() + compact.size(), "object");
             absl::StatusOr<ObjectPtr> obj = json_internal::BuildObject(
-                object, text, *json_internal::BuildDropTree(transform), "");
+                object, text, *json_internal::BuildDropTree(transform), "",
+                transform.compressor.get());
             if (!obj.ok()) return Prefixed(where, obj.status());
             event.object = *std::move(obj);
             event.resource_version =

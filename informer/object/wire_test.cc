@@ -52,9 +52,10 @@ TEST(DecodeListTest, DecodesCapturedPodPage) {
     EXPECT_EQ(pod.name(), absl::StrCat("pod-00000", i));
     EXPECT_EQ(pod.namespace_(), "benchpods");
     EXPECT_EQ(*pod.Label("app"), absl::StrCat("app-", i));
-    EXPECT_FALSE(absl::StrContains(pod.json(), "managedFields"));
-    EXPECT_TRUE(IsValidJson(pod.json())) << pod.json();
-    EXPECT_TRUE(absl::StartsWith(pod.json(), "{\"metadata\":{\"name\":\"pod-"));
+    EXPECT_FALSE(absl::StrContains(pod.json().str(), "managedFields"));
+    EXPECT_TRUE(IsValidJson(pod.json().str())) << pod.json();
+    EXPECT_TRUE(
+        absl::StartsWith(pod.json().str(), "{\"metadata\":{\"name\":\"pod-"));
     EXPECT_THAT(pod.FieldValues("spec.nodeName"),
                 ElementsAre(absl::StrCat("node-00", i)));
   }
@@ -69,11 +70,11 @@ TEST(DecodeListTest, ItemsMatchParsingEachItemAlone) {
   EXPECT_EQ(list->remaining_item_count, 998);
   ASSERT_EQ(list->items.size(), 2u);
   for (const ObjectPtr& item : list->items) {
-    absl::StatusOr<ObjectPtr> alone = Object::Parse(item->json(), keep);
+    absl::StatusOr<ObjectPtr> alone = Object::Parse(item->json().str(), keep);
     ASSERT_TRUE(alone.ok()) << alone.status();
     EXPECT_EQ((*alone)->json(), item->json());
     EXPECT_EQ((*alone)->resource_version(), item->resource_version());
-    EXPECT_TRUE(absl::StrContains(item->json(), "managedFields"));
+    EXPECT_TRUE(absl::StrContains(item->json().str(), "managedFields"));
   }
   EXPECT_EQ(list->items[0]->name(), "cm-0000");
   EXPECT_EQ(list->items[1]->name(), "cm-0001");
@@ -115,11 +116,12 @@ TEST(DecodeListTest, DecodesThousandPodsWithTransform) {
   size_t total = 0;
   for (const ObjectPtr& pod : list->items) {
     keys.insert(pod->Key());
-    total += pod->json().size();
-    ASSERT_FALSE(absl::StrContains(pod->json(), "\"status\":")) << pod->Key();
+    total += pod->json_size();
+    ASSERT_FALSE(absl::StrContains(pod->json().str(), "\"status\":"))
+        << pod->Key();
   }
   EXPECT_EQ(keys.size(), 1000u);
-  EXPECT_TRUE(IsValidJson(list->items[999]->json()));
+  EXPECT_TRUE(IsValidJson(list->items[999]->json().str()));
   // managedFields and status were about half of the bytes.
   EXPECT_LT(total, body.size() * 6 / 10);
 }
@@ -252,8 +254,9 @@ TEST(DecodeWatchEventTest, DecodesCapturedConfigMapWatch) {
     EXPECT_EQ(events[i].object->Key(), "demo/capture-1");
     EXPECT_EQ(events[i].object->kind(), "ConfigMap");
     EXPECT_EQ(events[i].object->resource_version(), rvs[i]);
-    EXPECT_FALSE(absl::StrContains(events[i].object->json(), "managedFields"));
-    EXPECT_TRUE(IsValidJson(events[i].object->json()));
+    EXPECT_FALSE(
+        absl::StrContains(events[i].object->json().str(), "managedFields"));
+    EXPECT_TRUE(IsValidJson(events[i].object->json().str()));
   }
   EXPECT_THAT(events[0].object->FieldValues("data.k"), ElementsAre("v"));
   EXPECT_THAT(events[1].object->FieldValues("data.k"), ElementsAre("v2"));

@@ -23,6 +23,7 @@
 #include "emulator/emulator.h"
 #include "informer/cache/event_printer.h"
 #include "informer/client/kube_client.h"
+#include "informer/object/zstd_json_compressor.h"
 #include "server/app/sidecar_metrics.h"
 #include "server/app/sidecar_server.h"
 #include "server/config/cache_upstream.h"
@@ -48,6 +49,10 @@ informer::client::ResourceClientOptions ResourceClientOptionsOf(
   options.watch_idle_timeout = watch_idle_timeout;
   options.metadata_only = config.metadata_only;
   options.transform.drop_fields = config.drop_fields;
+  // Each resource's objects are kept compressed, with a dictionary trained
+  // on that resource's own first objects.
+  options.transform.compressor =
+      std::make_shared<informer::ZstdJsonCompressor>();
   options.label_selector = config.label_selector;
   options.field_selector = config.field_selector;
   return options;

@@ -167,7 +167,7 @@ class WatchStreamTest : public ::testing::Test {
   std::map<std::string, std::string> SourceState() {
     std::map<std::string, std::string> out;
     for (const auto& [key, obj] : source_->Snapshot()) {
-      out[key] = std::string(obj->json());
+      out[key] = obj->json().str();
     }
     return out;
   }
@@ -1499,7 +1499,7 @@ class WatchResumeTest : public WatchStreamTest {
     for (const auto& [key, obj] : source_->Snapshot()) {
       const std::string* app = obj->Label("app");
       if (selector.empty() || (app != nullptr && *app == "web")) {
-        out[key] = std::string(obj->json());
+        out[key] = obj->json().str();
       }
     }
     return out;

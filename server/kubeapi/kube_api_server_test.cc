@@ -43,12 +43,12 @@ informer::client::ApiResource PodsResource() {
 
 // The list item form of a cached object: its JSON without kind/apiVersion.
 std::string Item(const informer::ObjectPtr& obj) {
-  return absl::StrCat("{", BodyAfterTypeMeta(obj->json()));
+  return absl::StrCat("{", BodyAfterTypeMeta(obj->json().str()));
 }
 // The get/watch form: kind and apiVersion first.
 std::string Whole(const informer::ObjectPtr& obj) {
   return absl::StrCat(R"({"kind":"Pod","apiVersion":"v1",)",
-                      BodyAfterTypeMeta(obj->json()));
+                      BodyAfterTypeMeta(obj->json().str()));
 }
 
 int ThreadCount() {
@@ -657,9 +657,10 @@ TEST_F(KubeApiServerTest, MetadataOnly) {
         "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"}});
   ASSERT_EQ(r.code, 200);
   informer::ObjectPtr a4 = source_->Snapshot()["b/a4"];
-  std::string metadata = std::string(a4->json().substr(
-      a4->json().find(R"("metadata":)"),
-      a4->json().rfind('}') - a4->json().find(R"("metadata":)")));
+  const std::string a4_json = a4->json().str();
+  std::string metadata =
+      a4_json.substr(a4_json.find(R"("metadata":)"),
+                     a4_json.rfind('}') - a4_json.find(R"("metadata":)"));
   EXPECT_EQ(
       r.body,
       absl::StrCat(

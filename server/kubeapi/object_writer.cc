@@ -55,19 +55,23 @@ std::string ExtractMetadata(absl::string_view json) {
 
 void AppendObject(const ObjectForm& form, const informer::ObjectPtr& obj,
                   bool type_meta, int64_t rv_override, evbuffer* out) {
-  absl::string_view json = obj->json();
+  const informer::JsonText text = obj->json();
+  absl::string_view json = text.view();
   std::string owned;
   if (rv_override > 0) {
     owned = ReplaceResourceVersion(json, rv_override);
     json = owned;
   }
+  // The object's own bytes are referenced (the reference keeps it alive);
+  // a rewritten or decompressed copy dies with this call, so it is copied.
+  const bool by_reference = owned.empty() && text.borrowed();
   if (form.metadata_only) {
     AddString(
         R"({"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",)",
         out);
     if (form.cache_metadata_only) {
       absl::string_view body = BodyAfterTypeMeta(json);
-      if (owned.empty()) {
+      if (by_reference) {
         AddReference(obj, body, out);
       } else {
         AddString(body, out);
@@ -87,7 +91,7 @@ void AppendObject(const ObjectForm& form, const informer::ObjectPtr& obj,
   } else {
     AddString("{", out);
   }
-  if (owned.empty()) {
+  if (by_reference) {
     AddReference(obj, body, out);
   } else {
     AddString(body, out);

@@ -316,7 +316,7 @@ void AppendTable(const ObjectForm& form,
   bool first = true;
   for (const informer::ObjectPtr& obj : objects) {
     element doc;
-    const std::string json(obj->json());
+    const std::string json = obj->json().str();
     if (parser.parse(json).get(doc) != simdjson::SUCCESS) continue;
     std::vector<std::string> cells = {std::string(obj->name())};
     if (pods) {

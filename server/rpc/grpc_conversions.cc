@@ -33,14 +33,15 @@ absl::Status EncodeObject(const informer::Object& obj,
   if (encoding == informer::v1::ENCODING_STRUCT) {
     google::protobuf::util::JsonParseOptions options;
     auto status = google::protobuf::util::JsonStringToMessage(
-        std::string(obj.json()), out->mutable_struct_(), options);
+        obj.json().str(), out->mutable_struct_(), options);
     if (!status.ok()) {
       return absl::InternalError(absl::StrCat(
           "cannot convert ", obj.Key(), " to a Struct: ", status.ToString()));
     }
     return absl::OkStatus();
   }
-  out->set_json(std::string(obj.json()));
+  // A compressed object decompresses into the string the message takes.
+  out->set_json(obj.json().str());
   return absl::OkStatus();
 }
 

@@ -102,7 +102,8 @@ absl::string_view MemberValue(absl::string_view obj, absl::string_view key) {
 
 informer::ObjectPtr WithResourceVersion(const informer::ObjectPtr& obj,
                                         absl::string_view rv) {
-  const absl::string_view json = obj->json();
+  const informer::JsonText text = obj->json();
+  const absl::string_view json = text.view();
   const absl::string_view metadata = MemberValue(json, "metadata");
   const absl::string_view old_rv = MemberValue(metadata, "resourceVersion");
   if (old_rv.size() < 2 || old_rv.front() != '"') return obj;

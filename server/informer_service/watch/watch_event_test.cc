@@ -88,7 +88,7 @@ v1::Event WantEvent(v1::EventType type, const SharedPtr& obj,
                     const std::string& token, bool tombstone = false) {
   v1::Event e;
   e.set_type(type);
-  e.mutable_object()->set_json(std::string(obj->object().json()));
+  e.mutable_object()->set_json(obj->object().json().str());
   e.set_resource_version(std::string(obj->object().resource_version()));
   e.set_resume_token(token);
   e.set_tombstone(tombstone);
@@ -120,7 +120,7 @@ TEST(FanoutEventTest, OneEventIsOneSliceThatTheObjectShares) {
   absl::StatusOr<const grpc::Slice*> obj = now->Encoded(v1::ENCODING_JSON);
   ASSERT_TRUE(obj.ok());
   v1::Object want_obj;
-  want_obj.set_json(std::string(now->object().json()));
+  want_obj.set_json(now->object().json().str());
   EXPECT_EQ(Bytes(**obj), want_obj.SerializeAsString());
   const uint8_t* event_begin = (*enc)->slices[0].begin();
   EXPECT_GE((*obj)->begin(), event_begin);
@@ -186,7 +186,7 @@ TEST(FanoutEventTest, EveryKindEncodesAsTheMessageWould) {
   enc = modified.Encoded(v1::ENCODING_JSON, /*with_old=*/true);
   ASSERT_TRUE(enc.ok());
   v1::Event want = WantEvent(v1::EVENT_TYPE_MODIFIED, now_m, "t3");
-  want.mutable_old_object()->set_json(std::string(prev_m->object().json()));
+  want.mutable_old_object()->set_json(prev_m->object().json().str());
   EXPECT_EQ(Bytes((*enc)->slices), Serialized({want}));
   std::array<uint64_t, 8> by_type{};
   replaced.CountTypes(&by_type);

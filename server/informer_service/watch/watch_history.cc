@@ -22,7 +22,7 @@ size_t StateBytes(const SharedPtr& state) {
   if (state == nullptr) return 0;
   const informer::Object& obj = state->object();
   return sizeof(SharedObject) + kControlBlock + obj.MemoryUsage() +
-         kAllocation + obj.json().size() + kWireFields + kSliceHeader;
+         kAllocation + obj.json_size() + kWireFields + kSliceHeader;
 }
 
 size_t WatchHistory::EventOverhead(const FanoutEvent& ev) {

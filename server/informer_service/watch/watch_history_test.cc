@@ -112,7 +112,7 @@ TEST(StateBytesTest, GrowsWithTheObjectAndCountsItsWireCopy) {
   // The parsed object and the serialized copy each hold the payload.
   EXPECT_GE(StateBytes(big), StateBytes(small) + 2 * 10000);
   EXPECT_GE(StateBytes(big),
-            big->object().MemoryUsage() + big->object().json().size());
+            big->object().MemoryUsage() + big->object().json_size());
 }
 
 TEST(WatchHistoryTest, DropsTheOldestEventsOnceOverTheByteBound) {
