@@ -1,6 +1,9 @@
 #include "emulator/api_status.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
@@ -33,7 +36,124 @@ void SetResourceDetails(ApiStatus& s, const ResourceInfo& r,
   s.details_kind = r.resource;
 }
 
+// Go's %q of a plain string: the emulator's values are ASCII, so quotes
+// and backslashes are all that need escaping.
+std::string Quote(absl::string_view v) {
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+const char* CauseReason(FieldError::Type t) {
+  switch (t) {
+    case FieldError::Type::kInvalid:
+      return "FieldValueInvalid";
+    case FieldError::Type::kRequired:
+      return "FieldValueRequired";
+    case FieldError::Type::kForbidden:
+      return "FieldValueForbidden";
+    case FieldError::Type::kNotSupported:
+      return "FieldValueNotSupported";
+  }
+  return "";
+}
+
+// field.Error's ErrorBody: the type's words, the value, the detail.
+std::string CauseMessage(const FieldError& e) {
+  switch (e.type) {
+    case FieldError::Type::kInvalid:
+      return absl::StrCat("Invalid value: ", Quote(e.value), ": ", e.detail);
+    case FieldError::Type::kRequired:
+      return e.detail.empty() ? "Required value"
+                              : absl::StrCat("Required value: ", e.detail);
+    case FieldError::Type::kForbidden:
+      return absl::StrCat("Forbidden: ", e.detail);
+    case FieldError::Type::kNotSupported: {
+      std::vector<std::string> quoted;
+      for (const auto& v : e.supported) quoted.push_back(Quote(v));
+      return absl::StrCat("Unsupported value: ", Quote(e.value),
+                          ": supported values: ", absl::StrJoin(quoted, ", "));
+    }
+  }
+  return e.detail;
+}
+
 }  // namespace
+
+ApiStatus InvalidFieldsStatus(absl::string_view group, absl::string_view kind,
+                              absl::string_view name,
+                              const std::vector<FieldError>& errors) {
+  std::vector<std::string> texts;
+  ApiStatus s;
+  s.code = 422;
+  s.reason = "Invalid";
+  s.has_details = true;
+  s.details_name = std::string(name);
+  s.details_group = std::string(group);
+  s.details_kind = std::string(kind);
+  for (const FieldError& e : errors) {
+    std::string message = CauseMessage(e);
+    texts.push_back(absl::StrCat(e.field, ": ", message));
+    s.causes.push_back({CauseReason(e.type), message, e.field});
+  }
+  // An aggregate of one error prints bare; of several, in brackets.
+  std::string aggregate =
+      texts.size() == 1 ? texts[0]
+                        : absl::StrCat("[", absl::StrJoin(texts, ", "), "]");
+  std::string qualified(kind);
+  if (!group.empty()) absl::StrAppend(&qualified, ".", group);
+  s.message =
+      absl::StrCat(qualified, " ", Quote(name), " is invalid: ", aggregate);
+  return s;
+}
+
+ApiStatus InvalidListOptionsStatus(const std::vector<FieldError>& errors) {
+  return InvalidFieldsStatus("meta.k8s.io", "ListOptions", "", errors);
+}
+
+namespace {
+
+// kInvalidPayload's encoding: errors separated by \x1e, their parts by
+// \x1f, supported values by \x1d.
+std::string EncodeFieldErrors(const std::vector<FieldError>& errors) {
+  std::vector<std::string> out;
+  for (const FieldError& e : errors) {
+    out.push_back(absl::StrCat(static_cast<int>(e.type), "\x1f", e.field,
+                               "\x1f", e.value, "\x1f", e.detail, "\x1f",
+                               absl::StrJoin(e.supported, "\x1d")));
+  }
+  return absl::StrJoin(out, "\x1e");
+}
+
+std::vector<FieldError> DecodeFieldErrors(absl::string_view text) {
+  std::vector<FieldError> out;
+  for (absl::string_view item : absl::StrSplit(text, '\x1e')) {
+    std::vector<std::string> parts = absl::StrSplit(item, '\x1f');
+    int type = 0;
+    if (parts.size() != 5 || !absl::SimpleAtoi(parts[0], &type)) continue;
+    FieldError e;
+    e.type = static_cast<FieldError::Type>(type);
+    e.field = parts[1];
+    e.value = parts[2];
+    e.detail = parts[3];
+    if (!parts[4].empty()) e.supported = absl::StrSplit(parts[4], '\x1d');
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status InvalidObjectError(absl::string_view name,
+                                const std::vector<FieldError>& errors) {
+  absl::Status s = absl::FailedPreconditionError(name);
+  s.SetPayload(kInvalidPayload, absl::Cord(EncodeFieldErrors(errors)));
+  return s;
+}
 
 std::string StatusJson(const ApiStatus& s) {
   rapidjson::StringBuffer buf;
@@ -248,47 +368,6 @@ ApiStatus UnsupportedMediaTypeStatus(absl::string_view content_type) {
                               content_type, ")"));
 }
 
-ApiStatus WatchListUnsupportedStatus(bool has_resource_version) {
-  std::string message =
-      "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: "
-      "Forbidden: resourceVersionMatch is forbidden for watch";
-  if (!has_resource_version) {
-    message +=
-        ", resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden "
-        "unless resourceVersion is provided";
-  }
-  message += "]";
-  ApiStatus s = Failure(422, "Invalid", message);
-  s.has_details = true;
-  s.details_group = "meta.k8s.io";
-  s.details_kind = "ListOptions";
-  s.causes.push_back({"FieldValueForbidden",
-                      "Forbidden: resourceVersionMatch is forbidden for watch",
-                      "resourceVersionMatch"});
-  if (!has_resource_version) {
-    s.causes.push_back({"FieldValueForbidden",
-                        "Forbidden: resourceVersionMatch is forbidden unless "
-                        "resourceVersion is provided",
-                        "resourceVersionMatch"});
-  }
-  return s;
-}
-
-ApiStatus RvMatchWithoutRvStatus() {
-  const char kCause[] =
-      "Forbidden: resourceVersionMatch is forbidden unless resourceVersion "
-      "is provided";
-  ApiStatus s = Failure(422, "Invalid",
-                        absl::StrCat("ListOptions.meta.k8s.io \"\" is invalid: "
-                                     "resourceVersionMatch: ",
-                                     kCause));
-  s.has_details = true;
-  s.details_group = "meta.k8s.io";
-  s.details_kind = "ListOptions";
-  s.causes.push_back({"FieldValueForbidden", kCause, "resourceVersionMatch"});
-  return s;
-}
-
 ApiStatus DeletedStatus(const ResourceInfo& r, absl::string_view name,
                         absl::string_view uid) {
   ApiStatus s;
@@ -315,8 +394,14 @@ ApiStatus FromStoreError(const absl::Status& error, const ResourceInfo& r,
     }
     case absl::StatusCode::kInvalidArgument:
       return BadRequestStatus(error.message());
-    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kFailedPrecondition: {
+      absl::optional<absl::Cord> fields = error.GetPayload(kInvalidPayload);
+      if (fields.has_value()) {
+        return InvalidFieldsStatus(r.group, r.kind, name,
+                                   DecodeFieldErrors(std::string(*fields)));
+      }
       return InvalidStatus(r, name, error.message());
+    }
     case absl::StatusCode::kDeadlineExceeded: {
       ApiStatus s =
           Failure(504, "Timeout", absl::StrCat("Timeout: ", error.message()));

@@ -40,6 +40,28 @@ struct ApiStatus {
 // The compact JSON body.
 std::string StatusJson(const ApiStatus& status);
 
+// One entry of apimachinery's field.ErrorList: what validation found wrong
+// with one field. `detail` is the validator's text; the cause's message is
+// derived from the type as the API server writes it.
+struct FieldError {
+  enum class Type { kInvalid, kRequired, kForbidden, kNotSupported };
+  Type type = Type::kInvalid;
+  std::string field;  // "metadata.name", "resourceVersionMatch"
+  std::string value;  // kInvalid and kNotSupported: the offending value
+  std::string detail;
+  // kNotSupported: the accepted values, in the server's order.
+  std::vector<std::string> supported;
+};
+
+// The 422 Invalid of a failed validation, as apierrors.NewInvalid writes
+// it: "KIND[.GROUP] \"NAME\" is invalid: " then the one error, or the
+// errors in brackets, each also a cause.
+ApiStatus InvalidFieldsStatus(absl::string_view group, absl::string_view kind,
+                              absl::string_view name,
+                              const std::vector<FieldError>& errors);
+// ListOptions' validation errors (group meta.k8s.io, kind ListOptions).
+ApiStatus InvalidListOptionsStatus(const std::vector<FieldError>& errors);
+
 // Constructors for the errors the emulator serves. `r` names the resource
 // (kind in details is the plural, group added for non-core, as kube does).
 ApiStatus NotFoundStatus(const ResourceInfo& r, absl::string_view name);
@@ -62,12 +84,11 @@ ApiStatus InvalidStatus(const ResourceInfo& r, absl::string_view name,
 ApiStatus MethodNotAllowedStatus();
 ApiStatus TooLargeResourceVersionStatus(int64_t requested, int64_t current);
 ApiStatus UnsupportedMediaTypeStatus(absl::string_view content_type);
-// The 422 a v1.24 server (no WatchList) answers to a watch with
-// resourceVersionMatch; `has_resource_version` drops the second cause.
-ApiStatus WatchListUnsupportedStatus(bool has_resource_version);
-// 422 for a list with resourceVersionMatch but no resourceVersion, as
-// v1.37 answers it.
-ApiStatus RvMatchWithoutRvStatus();
+// Store errors whose payload (kInvalidPayload) carries field errors: how
+// ObjectStore::Create reports an invalid object name. The message is the
+// object's name (as the Status' details name it).
+absl::Status InvalidObjectError(absl::string_view name,
+                                const std::vector<FieldError>& errors);
 // DELETE's success body.
 ApiStatus DeletedStatus(const ResourceInfo& r, absl::string_view name,
                         absl::string_view uid);
@@ -75,11 +96,14 @@ ApiStatus DeletedStatus(const ResourceInfo& r, absl::string_view name,
 // Payload key (on store errors) carrying the fresh continue token of an
 // expired continue; see ObjectStore::List.
 inline constexpr absl::string_view kContinuePayload = "emulator/continue";
+// Payload key (FailedPrecondition store errors) carrying field errors.
+inline constexpr absl::string_view kInvalidPayload = "emulator/invalid";
 
 // Maps a store error to its Status: NotFound -> 404, AlreadyExists -> 409
 // AlreadyExists, Aborted -> 409 Conflict, OutOfRange -> 410 Expired (with the
 // continue payload when present), InvalidArgument -> 400, FailedPrecondition
-// -> 422 Invalid, DeadlineExceeded -> 504 (too large resource version;
+// -> 422 Invalid (with the payload's field errors as causes when present),
+// DeadlineExceeded -> 504 (too large resource version;
 // message passed through), anything else -> 500.
 ApiStatus FromStoreError(const absl::Status& error, const ResourceInfo& r,
                          absl::string_view name);

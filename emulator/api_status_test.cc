@@ -61,11 +61,46 @@ TEST(ApiStatusTest, ExpiredContinueIsByteCompatibleWithCapture) {
             CaptureBody("list-expired-continue-410.txt"));
 }
 
-TEST(ApiStatusTest, WatchListUnsupportedIsByteCompatibleWithCapture) {
-  ApiStatus s = WatchListUnsupportedStatus(/*has_resource_version=*/false);
-  EXPECT_EQ(StatusJson(s), CaptureBody("watchlist-unsupported-v1.24.txt"));
-  EXPECT_EQ(s.code, CaptureCode("watchlist-unsupported-v1.24.txt"));
-  EXPECT_EQ(WatchListUnsupportedStatus(true).causes.size(), 1u);
+TEST(ApiStatusTest, FieldErrorsAggregateAsTheServerWritesThem) {
+  FieldError forbidden;
+  forbidden.type = FieldError::Type::kForbidden;
+  forbidden.field = "resourceVersionMatch";
+  forbidden.detail = "resourceVersionMatch is forbidden for watch";
+  ApiStatus one = InvalidListOptionsStatus({forbidden});
+  EXPECT_EQ(one.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: "
+            "Forbidden: resourceVersionMatch is forbidden for watch");
+  FieldError unsupported;
+  unsupported.type = FieldError::Type::kNotSupported;
+  unsupported.field = "resourceVersionMatch";
+  unsupported.value = "Bogus";
+  unsupported.supported = {"Exact", "NotOlderThan", ""};
+  ApiStatus two = InvalidListOptionsStatus({forbidden, unsupported});
+  EXPECT_EQ(two.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: "
+            "Forbidden: resourceVersionMatch is forbidden for watch, "
+            "resourceVersionMatch: Unsupported value: \"Bogus\": supported "
+            "values: \"Exact\", \"NotOlderThan\", \"\"]");
+  ASSERT_EQ(two.causes.size(), 2u);
+  EXPECT_EQ(two.causes[1].reason, "FieldValueNotSupported");
+  EXPECT_EQ(two.code, 422);
+}
+
+TEST(ApiStatusTest, InvalidObjectErrorsCarryTheirCauses) {
+  FieldError required;
+  required.type = FieldError::Type::kRequired;
+  required.field = "metadata.name";
+  required.detail = "name or generateName is required";
+  ApiStatus s =
+      FromStoreError(InvalidObjectError("", {required}), ConfigMaps(), "");
+  EXPECT_EQ(StatusJson(s),
+            R"({"kind":"Status","apiVersion":"v1","metadata":{},)"
+            R"("status":"Failure","message":"ConfigMap \"\" is invalid: )"
+            R"(metadata.name: Required value: name or generateName is )"
+            R"(required","reason":"Invalid","details":{"kind":"ConfigMap",)"
+            R"("causes":[{"reason":"FieldValueRequired","message":"Required )"
+            R"(value: name or generateName is required","field":)"
+            R"("metadata.name"}]},"code":422})");
 }
 
 TEST(ApiStatusTest, TooOldWatchMatchesTheCapturedErrorEvent) {

@@ -19,6 +19,7 @@
 #include "emulator/api_status.h"
 #include "emulator/emulator_http.h"
 #include "emulator/gzip_encoder.h"
+#include "emulator/list_options.h"
 #include "emulator/pacer.h"
 #include "emulator/patch.h"
 #include "emulator/selector.h"
@@ -125,6 +126,9 @@ Emulator::Emulator(EmulatorOptions options)
   so.compaction_interval = options_.compaction_interval;
   so.clock = options_.clock;
   so.rv0_list_ignores_limit = options_.watch_cache;
+  so.continue_key_slash = !options_.v1_24;
+  so.watch_from_future_rv = !options_.v1_24;
+  so.too_large_rv_wait = options_.too_large_rv_wait;
   store_ = std::make_unique<ObjectStore>(so);
 }
 
@@ -364,6 +368,29 @@ void Emulator::AddHooks(EmulatorHooks* hooks) { hooks_.push_back(hooks); }
 
 namespace {
 
+// The API server's mux for a path no handler serves.
+void PageNotFound(httplib::Response& res) {
+  CommonHeaders(res);
+  res.status = 404;
+  res.set_content("404 page not found\n", "text/plain; charset=utf-8");
+}
+
+// GET /version: the emulated release, marked as the emulator's build.
+std::string VersionJson(ServerVersion v) {
+  if (v == ServerVersion::kV1_24) {
+    return "{\"major\":\"1\",\"minor\":\"24\",\"gitVersion\":\"v1.24.17-"
+           "emulator\",\"gitCommit\":\"\",\"gitTreeState\":\"clean\","
+           "\"buildDate\":\"\",\"goVersion\":\"\",\"compiler\":\"gc\","
+           "\"platform\":\"linux/amd64\"}";
+  }
+  return "{\"major\":\"1\",\"minor\":\"37\",\"emulationMajor\":\"1\","
+         "\"emulationMinor\":\"37\",\"minCompatibilityMajor\":\"1\","
+         "\"minCompatibilityMinor\":\"36\",\"gitVersion\":\"v1.37.2-"
+         "emulator\",\"gitCommit\":\"\",\"gitTreeState\":\"clean\","
+         "\"buildDate\":\"\",\"goVersion\":\"\",\"compiler\":\"gc\","
+         "\"platform\":\"linux/amd64\"}";
+}
+
 ApiStatus FailureStatus(const EmulatorHooks::Failure& f) {
   if (f.code == 429) return TooManyRequestsStatus(f.retry_after_seconds);
   // A 410 reads as the API server's: Expired, too old resource version.
@@ -408,26 +435,24 @@ bool Emulator::ServeDiscovery(const std::vector<absl::string_view>& seg,
       return true;
     }
     api->group = std::string(seg[1]);
+    absl::optional<std::string> g = registry_->ApiGroupJson(api->group);
+    if (!g.has_value()) {
+      // No handler is registered under an unknown group: the server's mux
+      // answers, in plain text.
+      PageNotFound(res);
+      return true;
+    }
     if (seg.size() == 2) {
-      absl::optional<std::string> g = registry_->ApiGroupJson(api->group);
-      if (!g.has_value()) {
-        ReplyStatus(res, ResourceNotFoundStatus());
-      } else {
-        reply(*g, false, false);
-      }
+      reply(*g, false, false);
       return true;
     }
     api->version = std::string(seg[2]);
     api->rest = 3;
   } else if (seg.size() == 1 && seg[0] == "version") {
-    ReplyJson(res, 200,
-              "{\"major\":\"1\",\"minor\":\"24\",\"gitVersion\":\"v1.24.17-"
-              "emulator\",\"gitCommit\":\"\",\"gitTreeState\":\"clean\","
-              "\"buildDate\":\"\",\"goVersion\":\"\",\"compiler\":\"gc\","
-              "\"platform\":\"linux/amd64\"}");
+    ReplyJson(res, 200, VersionJson(server_version()));
     return true;
   } else {
-    ReplyStatus(res, ResourceNotFoundStatus());
+    PageNotFound(res);
     return true;
   }
   if (seg.size() == api->rest) {
@@ -488,6 +513,34 @@ std::string VerbOf(const httplib::Request& req, bool named) {
 
 }  // namespace
 
+absl::optional<ApiStatus> Emulator::Forbidden(
+    const std::vector<absl::string_view>& seg, const httplib::Request& req,
+    absl::string_view user) const {
+  // /api/v1/[namespaces/NS/]RESOURCE[/NAME] or /apis/G/V/...
+  size_t rest = 0;
+  ResourceInfo named;
+  if (seg.size() >= 3 && seg[0] == "api") {
+    rest = 2;
+  } else if (seg.size() >= 4 && seg[0] == "apis" &&
+             registry_->ApiGroupJson(seg[1]).has_value()) {
+    named.group = std::string(seg[1]);
+    rest = 3;
+  } else {
+    return absl::nullopt;
+  }
+  std::vector<absl::string_view> s(seg.begin() + rest, seg.end());
+  std::string ns;
+  if (s.size() >= 3 && s[0] == "namespaces") {
+    ns = std::string(s[1]);
+    s.erase(s.begin(), s.begin() + 2);
+  }
+  named.resource = std::string(s[0]);
+  const std::string name = s.size() >= 2 ? std::string(s[1]) : "";
+  const std::string verb = VerbOf(req, !name.empty());
+  if (verb.empty()) return absl::nullopt;
+  return ForbiddenStatus(user, verb, named, ns, name);
+}
+
 Emulator::RequestCounts Emulator::request_counts() const {
   RequestCounts counts;
   counts.list = list_requests_.load(std::memory_order_relaxed);
@@ -511,6 +564,13 @@ void Emulator::Handle(const httplib::Request& req, bool gzip,
   }
   std::vector<absl::string_view> seg =
       absl::StrSplit(absl::string_view(path).substr(1), '/', absl::SkipEmpty());
+  if (who != nullptr && !who->allowed) {
+    // RBAC decides on the path's names before any resource is looked up
+    // (an unknown resource is forbidden too); discovery is open to all.
+    if (absl::optional<ApiStatus> denied = Forbidden(seg, req, who->user)) {
+      return ReplyStatus(res, *denied);
+    }
+  }
   ApiPath api;
   if (ServeDiscovery(seg, req.method == "GET", &api, res)) {
     other_requests_.fetch_add(1, std::memory_order_relaxed);
@@ -527,10 +587,6 @@ void Emulator::Handle(const httplib::Request& req, bool gzip,
                      : other_requests_)
       .fetch_add(1, std::memory_order_relaxed);
   if (verb.empty()) return ReplyStatus(res, MethodNotAllowedStatus());
-  if (who != nullptr && !who->allowed) {
-    return ReplyStatus(res, ForbiddenStatus(who->user, verb, *route.resource,
-                                            route.ns, route.name));
-  }
   if (auto f = InjectedFailure(verb, route.resource->resource); f.has_value()) {
     return ReplyStatus(res, FailureStatus(*f));
   }
@@ -566,24 +622,54 @@ std::string InlineListBody(std::string header, size_t total,
 
 }  // namespace
 
+ServerVersion Emulator::server_version() const {
+  return options_.v1_24 ? ServerVersion::kV1_24 : ServerVersion::kV1_37;
+}
+
+absl::optional<ApiStatus> Emulator::ParseList(const Route& route,
+                                              const httplib::Request& req,
+                                              ListRequest* lr) const {
+  // The API server's order: the query decoded (integers: 400), then
+  // ListOptions validated (422), then the selectors and the storage's own
+  // checks (400).
+  for (const char* key : {"limit", "timeoutSeconds"}) {
+    absl::StatusOr<int64_t> v = ParseQueryInt(req.get_param_value(key));
+    if (!v.ok()) return BadRequestStatus(v.status().message());
+    if (absl::string_view(key) == "limit") lr->limit = *v;
+  }
+  ListOptions lo;
+  lo.resource_version = req.get_param_value("resourceVersion");
+  lo.resource_version_match = req.get_param_value("resourceVersionMatch");
+  lo.continue_token = req.get_param_value("continue");
+  if (!options_.v1_24) {
+    lo.send_initial_events =
+        ParseQueryBool(req.get_param_value("sendInitialEvents"));
+  }
+  std::vector<FieldError> invalid = ValidateListOptions(lo, server_version());
+  if (!invalid.empty()) return InvalidListOptionsStatus(invalid);
+  if (absl::Status st =
+          ParseSelectors(*route.resource, req, &lr->labels, &lr->fields);
+      !st.ok()) {
+    return BadRequestStatus(st.message());
+  }
+  if (!lo.continue_token.empty() && !lo.resource_version.empty() &&
+      lo.resource_version != "0") {
+    return BadRequestStatus(
+        "specifying resource version is not allowed when using continue");
+  }
+  lr->continue_token = std::move(lo.continue_token);
+  lr->resource_version = std::move(lo.resource_version);
+  lr->resource_version_match = std::move(lo.resource_version_match);
+  return absl::nullopt;
+}
+
 void Emulator::HandleList(const Route& route, const httplib::Request& req,
                           bool gzip, httplib::Response& res) {
   const ResourceInfo& r = *route.resource;
   ListRequest lr;
   lr.ns = route.ns;
-  if (absl::Status st = ParseSelectors(r, req, &lr.labels, &lr.fields);
-      !st.ok()) {
-    return ReplyStatus(res, BadRequestStatus(st.message()));
-  }
-  std::string limit = req.get_param_value("limit");
-  if (!limit.empty() && !absl::SimpleAtoi(limit, &lr.limit)) {
-    return ReplyStatus(res, BadRequestStatus("invalid limit"));
-  }
-  lr.continue_token = req.get_param_value("continue");
-  lr.resource_version = req.get_param_value("resourceVersion");
-  lr.resource_version_match = req.get_param_value("resourceVersionMatch");
-  if (!lr.resource_version_match.empty() && lr.resource_version.empty()) {
-    return ReplyStatus(res, RvMatchWithoutRvStatus());
+  if (absl::optional<ApiStatus> bad = ParseList(route, req, &lr)) {
+    return ReplyStatus(res, *bad);
   }
   if (!lr.continue_token.empty() && TakeContinueExpiry()) {
     absl::StatusOr<std::pair<int64_t, std::string>> tok =
@@ -686,7 +772,12 @@ void Emulator::HandleWrite(const Route& route, const std::string& verb,
   }
   if (!result.ok()) {
     std::string name = route.name;
-    if (name.empty()) name = NameFromKey(result.status().message());
+    if (name.empty()) {
+      const bool invalid =
+          result.status().GetPayload(kInvalidPayload).has_value();
+      name = invalid ? std::string(result.status().message())
+                     : NameFromKey(result.status().message());
+    }
     return ReplyStatus(res, FromStoreError(result.status(), r, name));
   }
   ReplyJson(res, code, ObjectJson(r, **result, false));

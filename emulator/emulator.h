@@ -14,6 +14,7 @@
 #include "absl/types/optional.h"
 #include "emulator/api_status.h"
 #include "emulator/emulator_hooks.h"
+#include "emulator/list_options.h"
 #include "emulator/list_stall.h"
 #include "emulator/object_store.h"
 #include "emulator/resource_registry.h"
@@ -34,9 +35,13 @@ struct EmulatorOptions {
   // HTTPS with a CA and server certificate generated at Start()
   // (Emulator::ca_cert_pem()); plain HTTP otherwise.
   bool tls = false;
-  // Behave like kube-apiserver v1.24: no WatchList, a watch with
-  // resourceVersionMatch gets 422 Invalid.
+  // The API server emulated: v1.37 (false, the default) or v1.24 (true: no
+  // WatchList, a watch with resourceVersionMatch gets 422 Invalid, v1.24's
+  // continue tokens, bookmarks and /version). See ServerVersion.
   bool v1_24 = false;
+  // A list at a resourceVersion newer than the store's waits this long for
+  // it before the 504 (the API server's watch cache waits 3 s).
+  absl::Duration too_large_rv_wait = absl::Seconds(3);
   absl::Duration bookmark_interval = absl::Seconds(60);
   // Watch events kept per resource (older RVs get 410 Expired).
   size_t history_length = 1000;
@@ -180,6 +185,11 @@ class Emulator {
   void Handle(const httplib::Request& req, bool gzip, httplib::Response& res);
   // The token of the request's bearer credentials; null when unknown.
   const EmulatorOptions::Token* Authenticate(const httplib::Request& req) const;
+  // The 403 a user without rights gets for a resource path, as RBAC words
+  // it from the path alone; nullopt for other paths.
+  absl::optional<ApiStatus> Forbidden(const std::vector<absl::string_view>& seg,
+                                      const httplib::Request& req,
+                                      absl::string_view user) const;
   // Serves discovery paths (true) or fills `api` for a resource path.
   bool ServeDiscovery(const std::vector<absl::string_view>& seg, bool is_get,
                       ApiPath* api, httplib::Response& res);
@@ -199,6 +209,11 @@ class Emulator {
   // Control operations that answer with data; 404 for unknown ones.
   void HandleInspection(absl::string_view op, const ResourceInfo* resource,
                         const httplib::Request& req, httplib::Response& res);
+  ServerVersion server_version() const;
+  // A list request's parameters; the API server's error otherwise.
+  absl::optional<ApiStatus> ParseList(const Route& route,
+                                      const httplib::Request& req,
+                                      ListRequest* lr) const;
   void HandleList(const Route& route, const httplib::Request& req, bool gzip,
                   httplib::Response& res);
   // Serves `body` as a list stalled mid-body (see StallLists).
@@ -211,6 +226,10 @@ class Emulator {
                                        const httplib::Request& req,
                                        WatchRequest* wr,
                                        WatchParams* params) const;
+  // A WatchList at a resourceVersion the store has not reached waits for
+  // it (too_large_rv_wait); the 504 to send in an ERROR event if it never
+  // comes, nullopt otherwise.
+  absl::optional<ApiStatus> AwaitWatchListRv(const WatchRequest& wr) const;
   void HandleWrite(const Route& route, const std::string& verb,
                    const httplib::Request& req, httplib::Response& res);
 

@@ -197,10 +197,12 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
                  absl::StrCat("too old resource version: ", wr.resource_version,
                               " (", store_->CurrentRv(), ")")));
   }
+  // The RV bookmarks must pass: the request's, or for initial events the
+  // store's now (their snapshot is at least as recent).
   int64_t start_rv = 0;
   if (wr.send_initial_events ||
-      !absl::SimpleAtoi(wr.resource_version, &start_rv)) {
-    start_rv = 0;
+      !absl::SimpleAtoi(wr.resource_version, &start_rv) || start_rv == 0) {
+    start_rv = store_->CurrentRv();
   }
   if (absl::optional<ApiStatus> late = AwaitWatchListRv(wr)) {
     // As the watch cache does: the stream is open, then an ERROR event.

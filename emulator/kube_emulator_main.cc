@@ -90,8 +90,9 @@ ABSL_FLAG(std::vector<std::string>, token, {},
           "Bearer tokens, comma separated (one flag), each "
           "TOKEN[:USER[:deny]]. None: "
           "authentication off. 'deny' tokens authenticate but get 403.");
-ABSL_FLAG(bool, v1_24, false,
-          "Behave like v1.24: no WatchList (422 on resourceVersionMatch).");
+ABSL_FLAG(std::string, server_version, "1.37",
+          "The kube-apiserver emulated: 1.37, or 1.24 (no WatchList: 422 on "
+          "resourceVersionMatch; v1.24's tokens, bookmarks and /version).");
 
 namespace {
 
@@ -170,7 +171,12 @@ int main(int argc, char** argv) {
   options.bookmark_interval = absl::GetFlag(FLAGS_bookmark_interval);
   options.history_length = static_cast<size_t>(absl::GetFlag(FLAGS_history));
   options.compaction_interval = absl::GetFlag(FLAGS_compaction_interval);
-  options.v1_24 = absl::GetFlag(FLAGS_v1_24);
+  const std::string version = absl::GetFlag(FLAGS_server_version);
+  if (version != "1.37" && version != "1.24") {
+    LOG(ERROR) << "--server_version must be 1.37 or 1.24, got " << version;
+    return 1;
+  }
+  options.v1_24 = version == "1.24";
   for (const std::string& spec : absl::GetFlag(FLAGS_token)) {
     std::vector<std::string> parts = absl::StrSplit(spec, ':');
     emulator::EmulatorOptions::Token t;

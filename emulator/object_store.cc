@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "emulator/api_status.h"
 #include "emulator/object_json.h"
+#include "emulator/object_name.h"
 #include "glog/logging.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/stringbuffer.h"
@@ -32,6 +33,13 @@ std::string NewUid(absl::BitGen& gen) {
   uint32_t a = r(), b = r(), c = r(), d = r();
   return absl::StrFormat("%08x-%04x-4%03x-%04x-%04x%08x", a, b >> 16, b & 0xfff,
                          (c & 0x3fff) | 0x8000, c >> 16, d);
+}
+
+// The API server's 400 for a resourceVersion that is not a number.
+std::string InvalidRvMessage(absl::string_view rv) {
+  return absl::StrCat(
+      "invalid resource version: resourceVersion: Invalid value: \"", rv,
+      "\": strconv.ParseUint: parsing \"", rv, "\": invalid syntax");
 }
 
 // The version of a key a snapshot at `rv` sees (null: none; a null object:
@@ -126,6 +134,7 @@ void ObjectStore::CommitLocked(const ResourceInfo& r, ResourceState& st,
     st.history.pop_front();
   }
   for (const auto& w : st.watchers) {
+    if (object->rv <= w->request().after_rv) continue;
     absl::optional<StoreEvent> ev =
         FilterEvent(r, w->request(), type, object, prev);
     if (ev.has_value()) w->Push(std::move(*ev));
@@ -143,12 +152,8 @@ absl::StatusOr<StoredObjectPtr> ObjectStore::Create(const ResourceInfo& r,
   if (!s.ok()) return s;
   rapidjson::Value& md = doc["metadata"];
   absl::MutexLock lock(&mu_);
-  if (StringMember(md, "name").empty()) {
-    absl::string_view prefix = StringMember(md, "generateName");
-    if (prefix.empty()) {
-      return absl::FailedPreconditionError(
-          "metadata.name: Required value: name or generateName is required");
-    }
+  const std::string prefix(StringMember(md, "generateName"));
+  if (StringMember(md, "name").empty() && !prefix.empty()) {
     static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
     std::string name(prefix);
     for (int i = 0; i < 5; ++i) {
@@ -156,6 +161,11 @@ absl::StatusOr<StoredObjectPtr> ObjectStore::Create(const ResourceInfo& r,
           kAlphabet[absl::Uniform<size_t>(bitgen_, 0, sizeof(kAlphabet) - 1)]);
     }
     SetMember(md, "name", Str(name, doc), doc);
+  }
+  std::vector<FieldError> invalid =
+      ValidateObjectName(r, StringMember(md, "name"), prefix);
+  if (!invalid.empty()) {
+    return InvalidObjectError(StringMember(md, "name"), invalid);
   }
   std::string key = r.namespaced ? absl::StrCat(StringMember(md, "namespace"),
                                                 "/", StringMember(md, "name"))
@@ -300,8 +310,7 @@ absl::StatusOr<int64_t> ObjectStore::SnapshotRvLocked(
   if (!has_rv) return rv_;
   int64_t requested_rv = 0;
   if (!absl::SimpleAtoi(req.resource_version, &requested_rv)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid resource version: ", req.resource_version));
+    return absl::InvalidArgumentError(InvalidRvMessage(req.resource_version));
   }
   if (requested_rv > rv_) {
     return absl::DeadlineExceededError(absl::StrCat(
@@ -376,7 +385,9 @@ void ObjectStore::ScanLocked(const ResourceInfo& r, const ResourceState& st,
   const std::string last_key = result->items.back()->Key();
   std::string relative = last_key.substr(prefix.size());
   relative.push_back('\0');
-  result->continue_token = EncodeContinueToken(snapshot, relative);
+  result->continue_token = EncodeContinueToken(
+      snapshot,
+      options_.continue_key_slash ? absl::StrCat("/", relative) : relative);
   if (selective) return;
   result->remaining_item_count = remaining;
   absl::MutexLock memo_lock(&remaining_mu_);
@@ -401,6 +412,11 @@ absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
       req.resource_version == "0" && req.resource_version_match != "Exact") {
     limit = 0;
   }
+  int64_t requested_rv = 0;
+  if (!pos.has_token && absl::SimpleAtoi(req.resource_version, &requested_rv) &&
+      options_.too_large_rv_wait > absl::ZeroDuration()) {
+    AwaitRv(requested_rv, options_.too_large_rv_wait);
+  }
   absl::ReaderMutexLock lock(&mu_);
   absl::StatusOr<int64_t> snapshot = SnapshotRvLocked(req, pos);
   if (!snapshot.ok()) return snapshot.status();
@@ -420,13 +436,24 @@ absl::StatusOr<std::shared_ptr<Watcher>> ObjectStore::Watch(
   int64_t from = 0;
   if (!initial && !absl::SimpleAtoi(request.resource_version, &from)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid resource version: ", request.resource_version));
+        InvalidRvMessage(request.resource_version));
   }
   bool end_bookmark = request.send_initial_events;
-  auto w = std::make_shared<Watcher>(&r, std::move(request),
-                                     options_.watcher_queue_limit);
   absl::MutexLock lock(&mu_);
   ResourceState& st = StateLocked(r);
+  if (!initial) {
+    if (from < st.history_floor) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "too old resource version: ", from, " (", st.history_floor, ")"));
+    }
+    if (from > rv_ && !options_.watch_from_future_rv) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "Too large resource version: ", from, ", current: ", rv_));
+    }
+    if (from > rv_) request.after_rv = from;
+  }
+  auto w = std::make_shared<Watcher>(&r, std::move(request),
+                                     options_.watcher_queue_limit);
   if (initial) {
     for (const auto& [key, versions] : st.entries) {
       const StoredObjectPtr& cur = versions.back().object;
@@ -436,14 +463,6 @@ absl::StatusOr<std::shared_ptr<Watcher>> ObjectStore::Watch(
     }
     if (end_bookmark) w->Push({EventType::kBookmark, nullptr, rv_, true});
   } else {
-    if (from < st.history_floor) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "too old resource version: ", from, " (", st.history_floor, ")"));
-    }
-    if (from > rv_) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "Too large resource version: ", from, ", current: ", rv_));
-    }
     for (const HistoryEntry& e : st.history) {
       if (e.object->rv <= from) continue;
       absl::optional<StoreEvent> ev =
@@ -470,7 +489,15 @@ void ObjectStore::StopWatch(const std::shared_ptr<Watcher>& watcher) {
 absl::optional<int64_t> ObjectStore::BookmarkRv(const Watcher& watcher) const {
   absl::ReaderMutexLock lock(&mu_);
   if (watcher.QueueSize() != 0) return absl::nullopt;
+  // A watch from a future RV hears nothing until the store gets there.
+  if (rv_ <= watcher.request().after_rv) return absl::nullopt;
   return rv_;
+}
+
+bool ObjectStore::AwaitRv(int64_t rv, absl::Duration timeout) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return rv_ >= rv; };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
 }
 
 void ObjectStore::ForEachWatcher(

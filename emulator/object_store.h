@@ -80,6 +80,17 @@ class ObjectStore {
     // resourceVersionMatch=Exact) whole, ignoring `limit`, as a v1.24
     // kube-apiserver does when its watch cache answers them.
     bool rv0_list_ignores_limit = false;
+    // Continue tokens' start keys begin with "/", as v1.37's do (v1.24's
+    // are relative). Tokens of either form are accepted.
+    bool continue_key_slash = false;
+    // A watch from a resourceVersion newer than the store's is accepted
+    // and sends the events after it once they happen, as v1.37's watch
+    // cache does; otherwise it fails with DeadlineExceeded (504).
+    bool watch_from_future_rv = false;
+    // How long a list at a resourceVersion newer than the store's waits for
+    // it before DeadlineExceeded (the watch cache waits 3 s). Real time:
+    // the wait is on a condition, the store's RV reaching the request's.
+    absl::Duration too_large_rv_wait = absl::ZeroDuration();
   };
 
   explicit ObjectStore(Options options);
@@ -91,7 +102,7 @@ class ObjectStore {
   // creationTimestamp (and generation for resources that keep one); a
   // metadata.generateName without name gets a random suffix. Errors:
   // InvalidArgument (malformed, wrong kind, namespace mismatch), AlreadyExists,
-  // FailedPrecondition (no name).
+  // FailedPrecondition with kInvalidPayload (no name, or an invalid one).
   absl::StatusOr<StoredObjectPtr> Create(const ResourceInfo& r,
                                          absl::string_view ns,
                                          absl::string_view json);
@@ -135,6 +146,10 @@ class ObjectStore {
   // watcher has nothing queued (so every earlier event was taken), else
   // nullopt (send the queued events first).
   absl::optional<int64_t> BookmarkRv(const Watcher& watcher) const;
+
+  // Waits up to `timeout` (real time, on a condition) until the store's RV
+  // reaches `rv`; true when it has.
+  bool AwaitRv(int64_t rv, absl::Duration timeout) const;
 
   // Applies `fn` to every open watcher of `r` (all resources when null).
   void ForEachWatcher(const ResourceInfo* r,

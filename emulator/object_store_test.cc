@@ -101,10 +101,17 @@ TEST_F(ObjectStoreTest, CreateRejectsDuplicatesWrongKindAndMissingName) {
 
 TEST_F(ObjectStoreTest, GenerateNameAddsASuffix) {
   auto o =
-      store_->Create(cm_, "demo", R"({"metadata":{"generateName":"ev."}})");
+      store_->Create(cm_, "demo", R"({"metadata":{"generateName":"ev-"}})");
   ASSERT_TRUE(o.ok());
   EXPECT_EQ((*o)->name.size(), 8u);
-  EXPECT_EQ((*o)->name.rfind("ev.", 0), 0u);
+  EXPECT_EQ((*o)->name.rfind("ev-", 0), 0u);
+  // The prefix is validated as a name (after one trailing dash), as the
+  // API server does: "ev." cannot start a ConfigMap's name.
+  EXPECT_EQ(
+      store_->Create(cm_, "demo", R"({"metadata":{"generateName":"ev."}})")
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ObjectStoreTest, ResourceVersionIsOneCounterAcrossResources) {

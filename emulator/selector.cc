@@ -334,7 +334,16 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(
     field = std::string(absl::StripAsciiWhitespace(field));
     bool ok = field == "metadata.name" || field == "metadata.namespace" ||
               std::find(allowed.begin(), allowed.end(), field) != allowed.end();
+    if (!ok && allowed.empty()) {
+      // The API server's default conversion, for kinds that select on
+      // metadata only.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", field,
+          "\" is not a known field selector: only \"metadata.name\", "
+          "\"metadata.namespace\""));
+    }
     if (!ok) {
+      // A kind's own conversion function.
       return absl::InvalidArgumentError(
           absl::StrCat("field label not supported: ", field));
     }

@@ -112,9 +112,15 @@ TEST(FieldSelectorTest, ResourceSpecificFieldsMustBeAllowed) {
 }
 
 TEST(FieldSelectorTest, UnsupportedFieldMessageNamesTheField) {
-  auto sel = FieldSelector::Parse("spec.foo=1", {});
+  // A kind with its own selectable fields (its conversion function), and
+  // one with metadata only (the default conversion), as v1.37.2 words them.
+  auto sel = FieldSelector::Parse("spec.foo=1", {"spec.nodeName"});
   ASSERT_FALSE(sel.ok());
   EXPECT_EQ(sel.status().message(), "field label not supported: spec.foo");
+  auto meta_only = FieldSelector::Parse("data.x=1", {});
+  EXPECT_EQ(meta_only.status().message(),
+            "\"data.x\" is not a known field selector: only "
+            "\"metadata.name\", \"metadata.namespace\"");
   EXPECT_FALSE(FieldSelector::Parse("metadata.name", {}).ok());
 }
 

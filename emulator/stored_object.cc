@@ -39,7 +39,8 @@ std::string EventLine(EventType type, const ResourceInfo& r,
 }
 
 std::string BookmarkLine(const ResourceInfo& r, int64_t rv,
-                         bool initial_events_end, bool metadata_only) {
+                         bool initial_events_end, bool metadata_only,
+                         bool legacy) {
   absl::string_view kind = metadata_only
                                ? absl::string_view("PartialObjectMetadata")
                                : absl::string_view(r.kind);
@@ -47,8 +48,8 @@ std::string BookmarkLine(const ResourceInfo& r, int64_t rv,
   return absl::StrCat(
       "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"", kind,
       "\",\"apiVersion\":\"", api_version,
-      "\",\"metadata\":{\"resourceVersion\":\"", rv,
-      "\",\"creationTimestamp\":null",
+      "\",\"metadata\":{\"resourceVersion\":\"", rv, "\"",
+      legacy ? ",\"creationTimestamp\":null" : "",
       initial_events_end
           ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
           : "",

@@ -57,9 +57,12 @@ struct StoreEvent {
 // `metadata_only` renders a PartialObjectMetadata.
 std::string EventLine(EventType type, const ResourceInfo& r,
                       const StoredObject& object, bool metadata_only);
-// Bookmark line, as the captures show.
+// Bookmark line, as the captures show: metadata holds the resourceVersion
+// (and the annotation), plus "creationTimestamp":null in v1.24's shape
+// (`legacy`).
 std::string BookmarkLine(const ResourceInfo& r, int64_t rv,
-                         bool initial_events_end, bool metadata_only);
+                         bool initial_events_end, bool metadata_only,
+                         bool legacy);
 // The object as a GET returns it (kind/apiVersion spliced in).
 std::string ObjectJson(const ResourceInfo& r, const StoredObject& object,
                        bool metadata_only);

@@ -25,6 +25,9 @@ struct WatchRequest {
   // WatchList: initial ADDED events then a bookmark marked
   // initial_events_end.
   bool send_initial_events = false;
+  // Set by the store for a watch from a future resourceVersion: events and
+  // bookmarks at or before it are not sent.
+  int64_t after_rv = 0;
 };
 
 class ObjectStore;
