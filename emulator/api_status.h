@@ -1,9 +1,9 @@
 #ifndef EMULATOR_API_STATUS_H_
 #define EMULATOR_API_STATUS_H_
 
-// metav1.Status bodies exactly as a v1.24 API server writes them (field
-// order, escaping, messages), and the mapping from the store's absl::Status
-// errors to them. Pure functions, thread-safe.
+// metav1.Status bodies exactly as the API server writes them, v1.24 and
+// v1.37 alike (field order, escaping, messages), and the mapping from the
+// store's absl::Status errors to them. Pure functions, thread-safe.
 
 #include <string>
 #include <vector>

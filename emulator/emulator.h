@@ -82,10 +82,11 @@ struct EmulatorOptions {
 
 // Emulator is the serving core of an in-process Kubernetes API server: the
 // HTTP(S) protocol (discovery, CRUD, paged lists, chunked watch streams with
-// bookmarks and WatchList, metav1.Status errors byte-compatible with v1.24)
-// over an ObjectStore. The sidecar's demo mode embeds it alone; request
-// faults and the load generator plug in through EmulatorHooks
-// (EmulatorWithFaults, which //emulator:kube_emulator and tests use).
+// bookmarks and WatchList, metav1.Status errors byte-compatible with the
+// v1.37 and v1.24 captures) over an ObjectStore. The sidecar's demo mode
+// embeds it alone; request faults and the load generator plug in through
+// EmulatorHooks (EmulatorWithFaults, which //emulator:kube_emulator and
+// tests use).
 //
 // Control endpoints under /_emulator/ (no authentication) expose the stream
 // faults, restart and compaction to out-of-process tests, and whatever the
