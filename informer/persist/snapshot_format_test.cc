@@ -54,7 +54,8 @@ TEST(SnapshotFormatTest, CursorRefusesOverrunsAndOverlongVarints) {
   absl::string_view out;
   EXPECT_FALSE(cursor.ReadString(&out));
   EXPECT_TRUE(cursor.done());
-  PayloadCursor endless(std::string(11, '\xff'));
+  const std::string ones(11, '\xff');
+  PayloadCursor endless(ones);
   uint64_t v = 0;
   EXPECT_FALSE(endless.ReadVarint(&v));
   EXPECT_TRUE(endless.done());

@@ -49,8 +49,14 @@ struct LoadedSnapshot {
 //   kMalformed (DataLoss)          intact checksums around invalid content;
 //   kIo                            a failed read (code from errno).
 //
-// Memory: reads one checksummed block (about 1 MiB) at a time and keeps
-// only the parsed objects, so the peak is the objects plus one block.
+// Memory: reads checksummed blocks (about 1 MiB each) and keeps only the
+// parsed objects; at most a few blocks are held at a time, so the peak is
+// the objects plus a few MiB.
+//
+// Threads: a snapshot of 2048 objects or more is decoded by two worker
+// threads (Object::Parse is most of a load's time) while the calling thread
+// reads and verifies the next blocks; they are joined before this returns.
+//
 // Thread-safe (no shared state); reads a file that a concurrent
 // WriteSnapshot replaces either whole, old or new (the writer renames).
 absl::StatusOr<LoadedSnapshot> ReadSnapshot(const std::string& dir,
