@@ -25,6 +25,7 @@ import json
 import os
 import queue
 import shlex
+import shutil
 import ssl
 import subprocess
 import sys
@@ -222,6 +223,13 @@ def main():
         raise SystemExit("set REALKUBE_BIN=$(tools/realkube.sh bin-dir)")
     bench = runfile("integration_tests/memory_bench")
     tmp = tempfile.mkdtemp(prefix="rksbs", dir="/tmp")
+    try:
+        run_all(args, bin_dir, bench, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_all(args, bin_dir, bench, tmp):
     with control_plane.ControlPlane(bin_dir) as cp:
         print("kube-apiserver %s at %s" % (cp.version, cp.server), flush=True)
         seed(cp, args, tmp)
