@@ -10,9 +10,9 @@
 
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
-#include <stdlib.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -158,9 +158,11 @@ class WatchListRelistE2eTest : public ::testing::Test {
     http_ = std::make_unique<httplib::Client>("127.0.0.1", emulator_->port());
     http_->set_keep_alive(true);
     http_->set_tcp_nodelay(true);
-    char dir[] = "/tmp/wlrelist.XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
+    // Bazel's per-test directory (removed with the test's outputs); the
+    // sidecar's socket lives in a short directory of its own.
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    ASSERT_NE(tmp, nullptr);
+    dir_ = tmp;
     absl::StatusOr<std::string> kubeconfig =
         WriteKubeconfig(dir_, emulator_->url());
     ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
