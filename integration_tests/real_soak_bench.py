@@ -44,8 +44,9 @@ mirror name by name and resourceVersion by resourceVersion. Reported per
 checkpoint: faults so far, 410s the server answered, relists, the time
 the cache took to catch up (cache staleness) and the consumers, VmRSS and
 thread count. A relist is forced when the server answered 410 to the
-watch before it, or the list before it failed; any other relist fails
-the run, as does a checkpoint that does not converge.
+watch before it, or the list before it failed before its end (the
+sidecar's log says which); any other relist fails the run, as does a
+checkpoint that does not converge.
 """
 
 import argparse
@@ -112,19 +113,38 @@ def parse_args(argv=None):
                    help="An extra informer_sidecar flag (repeatable).")
     return p.parse_args(argv)
 
-def failed_lists(log):
-    """The list attempts of the configmaps reflector that failed, from
-    its log: each is followed by another list (a relist once it had
-    listed). A LIST is a GET without watch=1; a WatchList is a watch with
-    sendInitialEvents=true."""
-    n = 0
+def relist_causes(log):
+    """The cause of each relist the reflector logged: "410" (the server
+    no longer had the resourceVersion it watched from), "failed list" (the
+    list or WatchList before it failed before its end, so it is tried
+    again) or the text of the error before it (not forced)."""
+    causes, error, listing, failed_list = [], None, False, False
     for line in log.splitlines():
-        if not line.startswith("W") or " %s: " % RESOURCE not in line:
+        _, sep, text = line.partition(" %s: " % RESOURCE)
+        if not sep:
             continue
-        if "sendInitialEvents=true" in line or (
-                "GET /api/" in line and "watch=1" not in line):
-            n += 1
-    return n
+        if text.startswith(("listing", "relisting")):
+            if text.startswith("relisting"):
+                causes.append(_cause(error, failed_list))
+            listing, error, failed_list = True, None, False
+        elif text.startswith(("listed ", "relist of ", "cache synced")):
+            listing = False  # the list is complete
+        elif line.startswith(("W", "E")):
+            error, failed_list = text, listing
+    return causes
+
+
+def _cause(error, failed_list):
+    if failed_list:
+        return "failed list"
+    if error is None:
+        return "no error logged"
+    if "410" in error or "Expired" in error:
+        return "410"
+    return error[:100]
+
+
+FORCED = ("410", "failed list")
 
 
 class Faults:
@@ -387,31 +407,33 @@ class Soak:
         rows = []
         next_at = self.args.checkpoint_every
         while next_at <= self.args.duration + 1e-6:
-            self.faults.tick()
             if time.monotonic() - start - paused >= next_at:
+                # Before the faults due at the same time: they come after
+                # it (a freeze begun now would end at once).
                 began = time.monotonic()
                 rows.append(self.checkpoint(start))
                 paused += time.monotonic() - began
                 self.faults.postpone(time.monotonic() - began)
                 next_at += self.args.checkpoint_every
-            else:
-                time.sleep(0.2)  # the faults' clock
+                continue
+            self.faults.tick()
+            time.sleep(0.2)  # the faults' clock
         return self.summarize(rows)
 
     def summarize(self, rows):
-        """The run's figures; a relist is forced by a 410 or a failed list
-        before it, so more relists than those is a failure."""
+        """The run's figures. Relists the log does not explain (a build
+        that logs none for WatchList) count as unforced."""
         relists = self.metric(RELISTS)
         expired = self.metric(ERRORS, kind="http_410")
-        failed = failed_lists(self.sidecar.log())
+        causes = relist_causes(self.sidecar.log())
+        forced = sum(c in FORCED for c in causes)
         stale = [r["cache_stale"] for r in rows
                  if r["cache_stale"] is not None]
         rss = [r["rss_mb"] for r in rows]
         threads = [r["threads"] for r in rows]
         result = {
             "rows": rows, "relists": relists, "expired": expired,
-            "failed_lists": failed,
-            "unforced": max(0, relists - expired - failed),
+            "causes": causes, "unforced": max(0, relists - forced),
             "failures": sum(not (r["cache_ok"] and r["mirrors_ok"] ==
                                  len(self.consumers)) for r in rows),
             "max_stale": max(stale) if stale else None,
@@ -419,10 +441,12 @@ class Soak:
                            for c in self.consumers},
             "faults": dict(self.faults.count),
         }
-        print("\nfaults: %s; relists %d for %d 410s and %d failed lists "
-              "(unforced %d); max cache staleness %s; VmRSS %s; threads %s; "
-              "consumer reconnects: %s; checkpoints failed: %d of %d" % (
-                  self.faults.summary(), relists, expired, failed,
+        print("\nfaults: %s; %d 410s; relists %d (%s; unforced %d); max "
+              "cache staleness %s; VmRSS %s; threads %s; consumer "
+              "reconnects: %s; checkpoints failed: %d of %d" % (
+                  self.faults.summary(), expired, relists,
+                  ", ".join("after %s: %d" % (k, causes.count(k))
+                            for k in sorted(set(causes))) or "none logged",
                   result["unforced"],
                   "%.2f s" % max(stale) if stale else "-",
                   spread(rss, "%.1f MB"), spread(threads, "%.0f"),
