@@ -8,7 +8,8 @@
 // Per run: WriteSnapshot (temp file, fsync, rename, directory fsync);
 // ReadSnapshot with the file in the page cache ("warm"); ReadSnapshot after
 // posix_fadvise(DONTNEED) evicted the file ("cold": read from the disk,
-// where the kernel honours it); and, for scale, Object::Parse of the same
+// where the kernel honours it); ReadSnapshot warm with two decode threads;
+// and, for scale, Object::Parse of the same
 // JSON from memory (the decode a read cannot avoid), and the CRC-32 of all
 // the JSON (the checksum a read computes). Prints wall and CPU time of each
 // step per run and their medians, the bytes on disk over the objects' JSON
@@ -86,9 +87,12 @@ void Evict(const std::string& path) {
 
 // One ReadSnapshot; aborts on an error (a benchmark of a failing read
 // would be meaningless).
-void Read(const std::string& dir, const SnapshotIdentity& id, size_t want) {
+void Read(const std::string& dir, const SnapshotIdentity& id, size_t want,
+          int threads = 0) {
+  SnapshotReadOptions options;
+  options.decode_threads = threads;
   absl::StatusOr<LoadedSnapshot> loaded =
-      ReadSnapshot(dir, id, TransformOptions());
+      ReadSnapshot(dir, id, TransformOptions(), options);
   if (!loaded.ok() || loaded->objects.size() != want) {
     fprintf(stderr, "read failed: %s\n", loaded.status().ToString().c_str());
     abort();
@@ -135,9 +139,10 @@ void MeasureReadMemory(const std::string& dir) {
 }
 
 // The steps of one run, in order.
-constexpr const char* kSteps[] = {"write", "read warm", "read cold",
+constexpr const char* kSteps[] = {"write",      "read warm",
+                                  "read cold",  "read warm 2 threads",
                                   "parse only", "crc32 only"};
-constexpr int kStepCount = 5;
+constexpr int kStepCount = 6;
 
 int Run() {
   const int n = absl::GetFlag(FLAGS_objects);
@@ -169,8 +174,9 @@ int Run() {
     t[1] = Time([&] { Read(dir, id, objects.size()); });
     Evict(stats.path);
     t[2] = Time([&] { Read(dir, id, objects.size()); });
-    t[3] = Time([&] { Parse(jsons); });
-    t[4] = Time([&] {
+    t[3] = Time([&] { Read(dir, id, objects.size(), /*threads=*/2); });
+    t[4] = Time([&] { Parse(jsons); });
+    t[5] = Time([&] {
       if (snapshot_format::Crc32(all) == 42) printf("(crc 42)\n");
     });
     printf("run %d:", run + 1);

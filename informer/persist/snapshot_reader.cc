@@ -207,7 +207,6 @@ struct Section {
 // Below this many objects a snapshot decodes on the reading thread: worker
 // threads would cost more than they save.
 constexpr uint64_t kThreadedDecodeMinObjects = 2048;
-constexpr int kDecodeThreads = 2;
 
 // Stops the read: a block failed to decode (ObjectBlockDecoder::Finish has
 // the error to report).
@@ -238,7 +237,8 @@ absl::Status ReadHeader(FrameReader& reader, const SnapshotIdentity& expected,
 }
 
 absl::Status BeginSection(FrameReader& reader, const Frame& frame,
-                          const TransformOptions& transform, Section* section,
+                          const TransformOptions& transform,
+                          const SnapshotReadOptions& options, Section* section,
                           std::unique_ptr<ObjectBlockDecoder>* decoder) {
   sf::PayloadCursor cursor(frame.payload);
   absl::string_view name;
@@ -264,7 +264,7 @@ absl::Status BeginSection(FrameReader& reader, const Frame& frame,
     if (*decoder != nullptr) return reader.Malformed("two objects sections");
     const int threads = section->count >= kThreadedDecodeMinObjects &&
                                 std::thread::hardware_concurrency() > 1
-                            ? kDecodeThreads
+                            ? std::max(options.decode_threads, 0)
                             : 0;
     *decoder = std::make_unique<ObjectBlockDecoder>(transform, threads);
   }
@@ -333,6 +333,7 @@ absl::Status CheckEnd(FrameReader& reader, const Frame& frame,
 // The frames after the HEADER, up to and including END; the objects
 // section's blocks go to `*decoder` (created at its SECTION_BEGIN).
 absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
+                        const SnapshotReadOptions& options,
                         std::unique_ptr<ObjectBlockDecoder>* decoder) {
   Section section;
   bool in_section = false;
@@ -351,7 +352,7 @@ absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
     switch (frame.type) {
       case sf::kSectionBeginFrame:
         section = Section();
-        s = BeginSection(reader, frame, transform, &section, decoder);
+        s = BeginSection(reader, frame, transform, options, &section, decoder);
         in_section = true;
         break;
       case sf::kRecordsFrame:
@@ -376,9 +377,9 @@ absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
 // ReadFrames, then the decoded objects. A block that failed to decode comes
 // before anything ReadFrames found wrong after it, so its error wins.
 absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
-                      LoadedSnapshot* out) {
+                      const SnapshotReadOptions& options, LoadedSnapshot* out) {
   std::unique_ptr<ObjectBlockDecoder> decoder;
-  const absl::Status s = ReadFrames(reader, transform, &decoder);
+  const absl::Status s = ReadFrames(reader, transform, options, &decoder);
   if (decoder == nullptr) return s;  // no objects section reached
   absl::StatusOr<std::vector<ObjectPtr>> objects = decoder->Finish();
   if (!objects.ok()) return reader.Malformed(objects.status().message());
@@ -391,7 +392,7 @@ absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
 
 absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
     const std::string& path, const SnapshotIdentity& expected,
-    const TransformOptions& transform) {
+    const TransformOptions& transform, const SnapshotReadOptions& options) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) {
@@ -414,15 +415,16 @@ absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
   out.file_bytes = reader.size();
   absl::Status s = reader.ReadPrologue();
   if (s.ok()) s = ReadHeader(reader, expected, &out);
-  if (s.ok()) s = ReadBody(reader, transform, &out);
+  if (s.ok()) s = ReadBody(reader, transform, options, &out);
   if (!s.ok()) return s;
   return out;
 }
 
-absl::StatusOr<LoadedSnapshot> ReadSnapshot(const std::string& dir,
-                                            const SnapshotIdentity& expected,
-                                            const TransformOptions& transform) {
-  return ReadSnapshotFile(SnapshotPath(dir, expected), expected, transform);
+absl::StatusOr<LoadedSnapshot> ReadSnapshot(
+    const std::string& dir, const SnapshotIdentity& expected,
+    const TransformOptions& transform, const SnapshotReadOptions& options) {
+  return ReadSnapshotFile(SnapshotPath(dir, expected), expected, transform,
+                          options);
 }
 
 }  // namespace informer

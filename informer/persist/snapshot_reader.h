@@ -27,6 +27,15 @@ struct LoadedSnapshot {
   uint64_t file_bytes = 0;
 };
 
+struct SnapshotReadOptions {
+  // Worker threads decoding the objects of a snapshot of 2048 objects or
+  // more (smaller ones always decode on the calling thread). 0, the
+  // default: decode on the calling thread. On a 2-vCPU machine busy with
+  // other work, two threads loaded 50k ConfigMaps no faster than one
+  // (snapshot_bench); they can only help where cores are idle.
+  int decode_threads = 0;
+};
+
 // Reads the snapshot dir/SnapshotFileName(expected) and returns its objects
 // if, and only if, the whole file is intact and of identity `expected`.
 // Objects are decoded with Object::Parse(json, transform) (the JSON is as
@@ -53,20 +62,21 @@ struct LoadedSnapshot {
 // parsed objects; at most a few blocks are held at a time, so the peak is
 // the objects plus a few MiB.
 //
-// Threads: a snapshot of 2048 objects or more is decoded by two worker
-// threads (Object::Parse is most of a load's time) while the calling thread
-// reads and verifies the next blocks; they are joined before this returns.
+// Threads: with options.decode_threads > 0, a snapshot of 2048 objects or
+// more is decoded by that many worker threads (Object::Parse is most of a
+// load's time) while the calling thread reads and verifies the next
+// blocks; they are joined before this returns.
 //
 // Thread-safe (no shared state); reads a file that a concurrent
 // WriteSnapshot replaces either whole, old or new (the writer renames).
-absl::StatusOr<LoadedSnapshot> ReadSnapshot(const std::string& dir,
-                                            const SnapshotIdentity& expected,
-                                            const TransformOptions& transform);
+absl::StatusOr<LoadedSnapshot> ReadSnapshot(
+    const std::string& dir, const SnapshotIdentity& expected,
+    const TransformOptions& transform, const SnapshotReadOptions& options = {});
 
 // The same for a file at an explicit `path` (tests, fuzzing, tools).
 absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
     const std::string& path, const SnapshotIdentity& expected,
-    const TransformOptions& transform);
+    const TransformOptions& transform, const SnapshotReadOptions& options = {});
 
 }  // namespace informer
 

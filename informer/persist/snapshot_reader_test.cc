@@ -326,19 +326,23 @@ TEST(SnapshotReaderTest, AnObjectThatIsNotAnObjectIsMalformed) {
                 "object 2", path);
 }
 
-TEST(SnapshotReaderTest, LargeSnapshotsDecodeOnThreadsInOrder) {
-  // Enough objects for the threaded decode, in many blocks.
+TEST(SnapshotReaderTest, LargeSnapshotsDecodeInOrderWithAndWithoutThreads) {
+  // Enough objects for a threaded decode, in many blocks.
   const std::string dir = MakeTempDir();
   const std::vector<ObjectPtr> objects = ConfigMaps(3000, 8);
   SnapshotWriteOptions options;
   options.block_bytes = 8192;
   ASSERT_TRUE(
       WriteSnapshot(dir, ConfigMapsIdentity(), "1", objects, options).ok());
-  absl::StatusOr<LoadedSnapshot> loaded =
-      ReadSnapshot(dir, ConfigMapsIdentity(), TransformOptions());
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(snapshot_testing::JsonsOf(loaded->objects),
-            snapshot_testing::JsonsOf(objects));
+  for (int threads : {0, 2}) {
+    SnapshotReadOptions read_options;
+    read_options.decode_threads = threads;
+    absl::StatusOr<LoadedSnapshot> loaded = ReadSnapshot(
+        dir, ConfigMapsIdentity(), TransformOptions(), read_options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(snapshot_testing::JsonsOf(loaded->objects),
+              snapshot_testing::JsonsOf(objects));
+  }
 }
 
 TEST(SnapshotReaderTest, AnInvalidObjectInALargeSnapshotIsNamed) {
@@ -355,9 +359,16 @@ TEST(SnapshotReaderTest, AnInvalidObjectInALargeSnapshotIsNamed) {
   }
   raw.End(3000, bytes).Finish(1);
   std::string path;
-  const absl::Status s = ReadRaw(raw, &path);
-  ExpectProblem(s, SnapshotProblem::kMalformed, absl::StatusCode::kDataLoss,
-                "object 1234 (in the RECORDS frame at offset", path);
+  ExpectProblem(ReadRaw(raw, &path), SnapshotProblem::kMalformed,
+                absl::StatusCode::kDataLoss,
+                "object 1234 (in the RECORDS frame at offset", "");
+  SnapshotReadOptions threaded;
+  threaded.decode_threads = 2;
+  ExpectProblem(
+      ReadSnapshotFile(path, ConfigMapsIdentity(), TransformOptions(), threaded)
+          .status(),
+      SnapshotProblem::kMalformed, absl::StatusCode::kDataLoss,
+      "object 1234 (in the RECORDS frame at offset", path);
 }
 
 TEST(SnapshotReaderTest, ADirectoryIsAnIoError) {
