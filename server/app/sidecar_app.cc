@@ -231,6 +231,7 @@ absl::Status Sidecar::StartHttp() {
   HttpServer::Options http_options;
   http_options.listen = options_.http_listen;
   http_options.registry = metrics_.get();
+  ops_->SetReadyWhenStale(options_.ready_when_stale);
   http_options.not_ready = [m = ops_.get()] { return m->NotReady(); };
   absl::StatusOr<std::unique_ptr<HttpServer>> started =
       HttpServer::Start(std::move(http_options));
@@ -355,6 +356,7 @@ absl::Status Sidecar::CreateRegistry() {
       options_.watch_list != SidecarOptions::WatchList::kOff;
   registry_options.watch_list_after_refusal =
       options_.watch_list == SidecarOptions::WatchList::kOn;
+  registry_options.serve_stale_on_start = options_.serve_stale_on_start;
   resolver_ = std::make_unique<DiscoveryResolver>(kube_->discovery());
   registry_options.resolver = resolver_.get();
   if (registry_options.allow_unlisted) {
@@ -552,6 +554,10 @@ absl::Status Sidecar::LoadSnapshots() {
     t.transform =
         ResourceClientOptionsOf(c, options_.api_watch_idle_timeout).transform;
     t.identity.transform = informer::TransformIdentity(t.transform);
+    // Configured entries live as long as the registry.
+    t.on_loaded = [e = entry.get()](absl::Time written) {
+      e->stale.MarkLoadedFromSnapshot(written);
+    };
     snapshots_->Add(std::move(t));
   }
   if (cluster.ok()) snapshots_->Load();

@@ -45,7 +45,12 @@ std::vector<std::string> SidecarMetrics::NotReady() const {
   std::vector<std::string> out;
   for (const auto& e : informers_->entries()) {
     if (e->lazy || e->informer == nullptr) continue;
-    if (!e->informer->HasSynced()) out.push_back(e->config.resource);
+    if (e->informer->HasSynced()) continue;
+    if (!ObserveStale(*e).stale) {
+      out.push_back(e->config.resource);
+    } else if (!ready_when_stale_.load()) {
+      out.push_back(absl::StrCat(e->config.resource, " (stale)"));
+    }
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -97,6 +102,18 @@ void SidecarMetrics::AddInformerMetrics(std::vector<MetricDef>* defs) {
                            o->push_back({{e.config.resource},
                                          e.informer->HasSynced() ? 1.0 : 0.0});
                          });
+                   }});
+  defs->push_back({"informer_stale",
+                   "1 while the informer serves its snapshot unconfirmed by "
+                   "the API server (--serve_stale_on_start).",
+                   false,
+                   {"resource"},
+                   [this] {
+                     return ForEachEntry([](const InformerEntry& e,
+                                            std::vector<Sample>* o) {
+                       const bool stale = ObserveStale(e).stale;
+                       o->push_back({{e.config.resource}, stale ? 1.0 : 0.0});
+                     });
                    }});
   defs->push_back(
       {"informer_objects",

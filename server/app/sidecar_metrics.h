@@ -1,6 +1,7 @@
 #ifndef SERVER_APP_SIDECAR_METRICS_H_
 #define SERVER_APP_SIDECAR_METRICS_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -75,8 +76,11 @@ class SidecarMetrics {
   void Detach() { Attach(nullptr, nullptr); }
 
   // Configured (non-lazy) informers that have not synced, sorted (for
-  // /readyz); {"informers not started"} before Attach.
+  // /readyz); {"informers not started"} before Attach. Informers serving
+  // stale data count as ready with SetReadyWhenStale(true), else they are
+  // named "RESOURCE (stale)".
   std::vector<std::string> NotReady() const;
+  void SetReadyWhenStale(bool ready) { ready_when_stale_.store(ready); }
 
  private:
   SidecarMetrics() = default;
@@ -112,6 +116,7 @@ class SidecarMetrics {
   mutable absl::Mutex mu_;
   InformerRegistry* informers_ ABSL_GUARDED_BY(mu_) = nullptr;
   WatchHub* watch_hub_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::atomic<bool> ready_when_stale_{false};
 };
 
 }  // namespace server

@@ -158,6 +158,58 @@ TEST(SidecarMetricsTest, InformerAndWatchMetricsFollowTheRegistry) {
   (*informers)->Stop();
 }
 
+// An informer serving its snapshot stale (--serve_stale_on_start): the
+// stale gauge is 1 and /readyz names it, unless --ready_when_stale; once
+// the source answers, the gauge is 0 and it is ready.
+TEST(SidecarMetricsTest, StaleInformerGaugeAndReadiness) {
+  informer::FakeSource* pods = nullptr;
+  InformerRegistry::Options options;
+  options.serve_stale_on_start = true;
+  auto informers = InformerRegistry::Create(
+      {{.resource = "pods"}},
+      [&pods](const ResourceConfig&)
+          -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
+        auto s = std::make_unique<informer::FakeSource>();
+        pods = s.get();
+        return s;
+      },
+      std::move(options));
+  ASSERT_TRUE(informers.ok()) << informers.status();
+  ASSERT_TRUE(pods->Add("default", "a").ok());
+  InformerRef entry = *(*informers)->Find("pods");
+  ASSERT_TRUE(entry->informer
+                  ->SetInitialState({pods->Snapshot().begin()->second},
+                                    pods->CurrentResourceVersion())
+                  .ok());
+  entry->stale.MarkLoadedFromSnapshot(absl::Now());
+  pods->FailLists(1000000, absl::UnavailableError("connection refused"));
+
+  metrics::Registry registry;
+  auto m = SidecarMetrics::Create(&registry);
+  ASSERT_TRUE(m.ok()) << m.status();
+  (*m)->Attach(informers->get(), nullptr);
+  const std::string gauge =
+      "informer_sidecar_informer_stale{resource=\"pods\"}";
+  EXPECT_EQ(SampleValue(registry.Render(), gauge), 0);
+  ASSERT_TRUE((*informers)->Start().ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (SampleValue(registry.Render(), gauge) != 1) {
+    ASSERT_LT(absl::Now(), deadline) << "never stale";
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_THAT((*m)->NotReady(), ElementsAre("pods (stale)"));
+  (*m)->SetReadyWhenStale(true);
+  EXPECT_THAT((*m)->NotReady(), IsEmpty());
+  (*m)->SetReadyWhenStale(false);
+
+  pods->FailLists(0, absl::OkStatus());
+  ASSERT_TRUE(entry->informer->WaitForSync(absl::Seconds(30)));
+  EXPECT_EQ(SampleValue(registry.Render(), gauge), 0);
+  EXPECT_THAT((*m)->NotReady(), IsEmpty());
+  (*m)->Detach();
+  (*informers)->Stop();
+}
+
 // A stream that cannot write (paused) coalesces its queue, and one that
 // falls too far behind ends RESOURCE_EXHAUSTED: both are counted.
 TEST(SidecarMetricsTest, CoalescedAndExhaustedStreamsAreCounted) {

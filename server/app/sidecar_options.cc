@@ -267,6 +267,19 @@ ABSL_FLAG(absl::Duration, cache_snapshot_interval, absl::Minutes(5),
           "With --cache_dir: how often the snapshots are written while "
           "running (also at shutdown). 0: at shutdown only.");
 
+ABSL_FLAG(bool, serve_stale_on_start, false,
+          "With --cache_dir: when an informer was loaded from its snapshot "
+          "and its first list or watch fails (the API server cannot be "
+          "reached), serve the snapshot at once, marked stale "
+          "(ListResources, INITIAL_STATE_DONE.stale, "
+          "informer_sidecar_informer_stale), until the API server answers. "
+          "Off (default): such an informer waits for its sync.");
+
+ABSL_FLAG(bool, ready_when_stale, false,
+          "With --serve_stale_on_start: /readyz reports ready while "
+          "informers serve stale data. Off (default): not ready until "
+          "every configured informer synced.");
+
 // ---- Demo ----
 
 ABSL_FLAG(bool, demo, false,
@@ -557,6 +570,8 @@ absl::Status OperationsFromFlags(SidecarOptions* options) {
 
 absl::Status CacheDirFromFlags(SidecarOptions* options) {
   options->cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  options->serve_stale_on_start = absl::GetFlag(FLAGS_serve_stale_on_start);
+  options->ready_when_stale = absl::GetFlag(FLAGS_ready_when_stale);
   options->cache_snapshot_interval =
       absl::GetFlag(FLAGS_cache_snapshot_interval);
   if (options->cache_snapshot_interval < absl::ZeroDuration()) {
@@ -626,7 +641,8 @@ std::vector<informer::FlagGroup> SidecarFlagGroups() {
        {"shutdown_grace", "workqueue_idle_timeout", "event_component",
         "event_retry_interval", "event_flush_timeout"}},
       {"Warm restarts: the cache kept on local disk",
-       {"cache_dir", "cache_snapshot_interval"}},
+       {"cache_dir", "cache_snapshot_interval", "serve_stale_on_start",
+        "ready_when_stale"}},
       {"Kubernetes API facade: kubectl and client-go read the cache",
        {"kube_api_listen", "kube_api_tls_cert_file", "kube_api_tls_key_file",
         "kube_api_tls_client_ca_file", "kube_api_history",

@@ -90,6 +90,11 @@ struct SidecarOptions {
   // --cache_snapshot_interval: between periodic writes (0: at shutdown
   // only).
   absl::Duration cache_snapshot_interval = absl::Minutes(5);
+  // --serve_stale_on_start: an informer loaded from its snapshot serves
+  // it, marked stale, while the API server cannot be reached.
+  bool serve_stale_on_start = false;
+  // --ready_when_stale: /readyz counts a stale informer as ready.
+  bool ready_when_stale = false;
 };
 
 // The options from the flags. Every check of a flag's value (and of the

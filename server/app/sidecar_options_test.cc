@@ -367,5 +367,18 @@ TEST_F(SidecarOptionsTest, CacheDirIsOffByDefaultAndTheIntervalParses) {
   }
 }
 
+TEST_F(SidecarOptionsTest, ServeStaleAndReadyWhenStaleAreOffByDefault) {
+  absl::StatusOr<SidecarOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->serve_stale_on_start);
+  EXPECT_FALSE(o->ready_when_stale);
+  Set("serve_stale_on_start", "true");
+  Set("ready_when_stale", "true");
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->serve_stale_on_start);
+  EXPECT_TRUE(o->ready_when_stale);
+}
+
 }  // namespace
 }  // namespace server

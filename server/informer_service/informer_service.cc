@@ -115,7 +115,10 @@ absl::StatusOr<InformerRef> InformerService::Lookup(const std::string& resource,
   }
   absl::StatusOr<InformerRef> entry = registry_->Find(resource);
   if (!entry.ok()) return entry.status();
-  if (!allow_stale && !(*entry)->informer->HasSynced()) {
+  // An informer serving its snapshot stale answers as if synced: that is
+  // what --serve_stale_on_start asks for (ListResources says it is stale).
+  if (!allow_stale && !(*entry)->informer->HasSynced() &&
+      !ObserveStale(**entry).stale) {
     // The API server's last answer, when there was an error, says whether
     // waiting helps (a 503) or someone must act (a 403: RBAC).
     const absl::Status last = (*entry)->informer->LastError();
@@ -253,6 +256,15 @@ grpc::Status InformerService::ListResources(
     absl::Status last_error = entry->informer->LastError();
     if (!last_error.ok()) status->set_last_error(last_error.ToString());
     status->set_streams(entry->streams.load());
+    const StaleState::View stale = ObserveStale(*entry);
+    if (stale.stale) {
+      status->set_stale(true);
+      const absl::Duration age = clock_->Now() - stale.snapshot_written;
+      const absl::Duration trunc = absl::Trunc(age, absl::Seconds(1));
+      status->mutable_stale_age()->set_seconds(absl::ToInt64Seconds(trunc));
+      status->mutable_stale_age()->set_nanos(
+          static_cast<int32_t>(absl::ToInt64Nanoseconds(age - trunc)));
+    }
     std::vector<std::string> indexes;
     for (const auto& [name, fn] : entry->informer->GetIndexer().GetIndexers()) {
       indexes.push_back(name);

@@ -25,10 +25,19 @@ struct InformerRegistry::Lease {
 InformerRegistry::InformerRegistry(Options options)
     : options_(std::move(options)) {}
 
+StaleState::View ObserveStale(const InformerEntry& entry) {
+  if (entry.informer == nullptr) return entry.stale.Last();
+  // Errors first: a sync right after them must not read as stale.
+  const int64_t errors = entry.informer->GetReflectorCounters().errors;
+  return entry.stale.Observe(entry.informer->HasSynced(), errors);
+}
+
 absl::StatusOr<std::shared_ptr<InformerEntry>> InformerRegistry::Build(
     ResourceConfig config, bool lazy) const {
   auto entry = std::make_shared<InformerEntry>();
   entry->lazy = lazy;
+  // Lazy informers never start from a snapshot.
+  if (options_.serve_stale_on_start && !lazy) entry->stale.Enable();
   absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> source =
       factory_(config);
   if (!source.ok()) {

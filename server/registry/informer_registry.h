@@ -21,6 +21,7 @@
 #include "informer/listwatch/lister_watcher.h"
 #include "informer/util/clock.h"
 #include "server/registry/resource_resolver.h"
+#include "server/registry/stale_state.h"
 
 namespace server {
 
@@ -70,7 +71,15 @@ struct InformerEntry {
   // watch hub (server/informer_service/watch/watch_hub.h) counts them up
   // and down. A lazy informer with open streams is never idle.
   std::atomic<int> streams{0};
+  // Serving a snapshot the API server has not confirmed
+  // (--serve_stale_on_start); see ObserveStale. Mutable: observing
+  // updates it.
+  mutable StaleState stale;
 };
+
+// The stale state of `entry` now, from its informer's sync and errors
+// (see StaleState). Thread-safe.
+StaleState::View ObserveStale(const InformerEntry& entry);
 
 // Why `entry`'s informer has not synced, when the API server is refusing
 // it in a way retrying will not fix: the informer's last error is a 400,
@@ -156,6 +165,9 @@ class InformerRegistry {
     // watch_list_after_refusal).
     bool use_watch_list = false;
     bool watch_list_after_refusal = false;
+    // Configured informers loaded from a snapshot serve it, marked stale,
+    // while the API server cannot be reached (see StaleState).
+    bool serve_stale_on_start = false;
   };
 
   // Lazy informer life-cycle notifications (e.g. for health statuses).

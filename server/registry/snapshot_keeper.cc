@@ -89,6 +89,7 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
   const size_t count = loaded->objects.size();
   const std::string rv = loaded->resource_version;
   const uint64_t bytes = loaded->file_bytes;
+  const absl::Time written = loaded->written;
   if (absl::Status st =
           t.informer->SetInitialState(std::move(loaded->objects), rv);
       !st.ok()) {
@@ -101,6 +102,7 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
             << " bytes) at resourceVersion " << rv << " from " << loaded->path
             << " in " << Millis(absl::Now() - start) << " (written "
             << loaded->written << ")";
+  if (t.on_loaded) t.on_loaded(written);
   absl::MutexLock lock(&mu_);
   slot->written_rv = rv;
   slot->bytes = bytes;

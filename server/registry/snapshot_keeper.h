@@ -65,6 +65,9 @@ class SnapshotKeeper {
     // How its objects are decoded (to read a snapshot back as the
     // informer would have decoded them).
     informer::TransformOptions transform;
+    // Called once the informer was given its snapshot, with the time the
+    // snapshot was written (the stale state's seam, see StaleState).
+    std::function<void(absl::Time written)> on_loaded;
   };
 
   struct Stats {

@@ -14,7 +14,8 @@ namespace server {
 
 // An event queued for one Watch stream: a fan-out event as is (`ev`), or
 // one the stream made (initial state, enter/leave, SYNC, coalesced), or a
-// marker (no object: BOOKMARK, RESET, INITIAL_STATE_DONE). Value type.
+// marker (no object: BOOKMARK, RESET, INITIAL_STATE_DONE, FRESH). Value
+// type.
 struct PendingEvent {
   // User-provided, so that value-initialising one (emplace_back() on every
   // stream for every event) runs the member initialisers only, without
@@ -29,6 +30,8 @@ struct PendingEvent {
   std::string rv;  // markers only
   bool initial = false;
   bool tombstone = false;
+  // INITIAL_STATE_DONE of a stale initial state (markers only).
+  bool stale = false;
   // The position the event's resume token names.
   uint64_t seq = 0;
 

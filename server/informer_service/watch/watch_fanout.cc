@@ -92,6 +92,9 @@ void WatchFanout::Open(WatchStreamReactor* stream) {
   // now on only (see WaitForSyncThenAttach).
   const int64_t errors =
       synced ? 0 : entry_->informer->GetReflectorCounters().errors;
+  // Serving a snapshot the API server has not confirmed: sent at once,
+  // marked stale, instead of waiting for the sync.
+  const bool stale = !synced && ObserveStale(*entry_).stale;
   absl::MutexLock lock(&mu_);
   if (shut_down_) {
     stream->End(absl::UnavailableError(kShuttingDownMessage));
@@ -102,11 +105,17 @@ void WatchFanout::Open(WatchStreamReactor* stream) {
   entry_->streams.fetch_add(1);
   // waiter_done_: the sync happened after `synced` was read.
   if (synced || waiter_done_) {
-    AttachLocked(stream, rv);
+    AttachLocked(stream, rv, /*stale=*/false);
     return;
   }
-  waiting_.emplace(stream, errors);
-  host_->NoteWaiting(1);
+  if (stale) {
+    AttachLocked(stream, rv, /*stale=*/true);
+  } else {
+    waiting_.emplace(stream, errors);
+    host_->NoteWaiting(1);
+  }
+  // The waiter attaches the waiting streams at the sync, and tells the
+  // stale ones FRESH.
   if (!waiter_started_) {
     waiter_started_ = true;
     waiter_ = std::thread([this] { WaitForSyncThenAttach(); });
@@ -239,8 +248,9 @@ std::vector<SharedPtr> WatchFanout::HeldLocked(
 }
 
 void WatchFanout::AttachLocked(WatchStreamReactor* stream,
-                               const std::string& rv) {
+                               const std::string& rv, bool stale) {
   sequencing_ = true;
+  if (stale) told_stale_ = true;
   streams_.insert(stream);
   host_->NoteStreams(1);
   const WatchStart& start = stream->start();
@@ -255,15 +265,17 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
       if (start.in_snapshot) {
         stream->StartLocked(
             &tokens_, SnapshotRestLocked(*stream, start.seq, start.after_key),
-            /*reset=*/false, start.seq, rv);
+            /*reset=*/false, start.seq, rv, stale);
       } else {
-        stream->ResumeLocked(&tokens_, start.seq);
+        stream->ResumeLocked(&tokens_, start.seq, stale);
       }
       QueuedTally queued;
       history_.ForEachAfter(start.seq, [stream, &queued](const EventPtr& ev) {
         queued.Add(stream->Apply(ev));
       });
       queued.ReportTo(host_);
+      // The resumed client may have been told stale and missed FRESH.
+      if (fresh_sent_) stream->PushFresh(seq_, rv, /*always=*/true);
       return;
     }
     VLOG(1) << "watch on " << entry_->config.resource << ": token at "
@@ -271,7 +283,7 @@ void WatchFanout::AttachLocked(WatchStreamReactor* stream,
             << "): RESET";
     reset = true;
   }
-  stream->StartLocked(&tokens_, HeldLocked(*stream), reset, seq_, rv);
+  stream->StartLocked(&tokens_, HeldLocked(*stream), reset, seq_, rv, stale);
 }
 
 std::vector<SharedPtr> WatchFanout::SnapshotRestLocked(
@@ -311,6 +323,16 @@ void WatchFanout::EndRefusedWaiters(const absl::Status& refused) {
   }
 }
 
+void WatchFanout::AttachWaitersStale() {
+  const std::string rv = entry_->informer->LastAppliedResourceVersion();
+  absl::MutexLock lock(&mu_);
+  for (const auto& [s, errors] : waiting_) {
+    host_->NoteWaiting(-1);
+    AttachLocked(s, rv, /*stale=*/true);
+  }
+  waiting_.clear();
+}
+
 void WatchFanout::WaitForSyncThenAttach() {
   // The bounded waits (on the informer's clock) let this thread notice
   // the hub stopping and the API server refusing the informer.
@@ -324,6 +346,9 @@ void WatchFanout::WaitForSyncThenAttach() {
     // which may succeed (someone fixed RBAC) or tell it a fresh reason.
     const absl::Status refused = PersistentSyncError(*entry_);
     if (!refused.ok()) EndRefusedWaiters(refused);
+    // The informer failed to reach the API server with a snapshot loaded:
+    // the waiting streams get it now, marked stale.
+    if (ObserveStale(*entry_).stale) AttachWaitersStale();
     // A stopped informer never syncs, and WaitForSync returns at once:
     // pace the loop until the hub stops too.
     if (entry_->informer->IsStopped() &&
@@ -332,13 +357,24 @@ void WatchFanout::WaitForSyncThenAttach() {
     }
   }
   const std::string rv = entry_->informer->LastAppliedResourceVersion();
+  // Clears the stale state (metrics, queries) as the streams hear FRESH.
+  ObserveStale(*entry_);
   absl::MutexLock lock(&mu_);
   for (const auto& [s, errors] : waiting_) {
     host_->NoteWaiting(-1);
-    AttachLocked(s, rv);
+    AttachLocked(s, rv, /*stale=*/false);
   }
   waiting_.clear();
   waiter_done_ = true;
+  if (told_stale_) {
+    // After every event the informer applied while catching up (they
+    // went to the streams as ordinary events, vanished objects as
+    // DELETED): from here the streams are fresh.
+    for (WatchStreamReactor* s : streams_) {
+      s->PushFresh(seq_, rv, /*always=*/false);
+    }
+    fresh_sent_ = true;
+  }
   host_->WakeTicker();
 }
 

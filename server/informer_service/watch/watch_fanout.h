@@ -55,6 +55,10 @@ struct WatchMemoryStats {
 // Streams opened before the informer synced wait (a waiter thread exists
 // only while such streams wait) and get their initial state once it synced,
 // or end with UNAVAILABLE when the API server refuses the informer for good.
+// An informer serving stale data (a snapshot the API server has not
+// confirmed, see StaleState) does not make them wait: they get its state
+// with INITIAL_STATE_DONE.stale, then the catching up as ordinary events,
+// then FRESH once it synced.
 //
 // Thread-safety: all public methods from any thread. Lock order: the
 // informer's lock -> mu_ -> each stream's lock -> the host's locks. The host
@@ -80,7 +84,8 @@ class WatchFanout final : public informer::ResourceEventHandler,
   void OnDelete(const informer::ObjectPtr& obj,
                 bool final_state_unknown) override;
 
-  // Attaches `stream` now if the informer has synced, else once it has.
+  // Attaches `stream` now if the informer has synced or serves stale
+  // data, else once it has synced or turns stale.
   void Open(WatchStreamReactor* stream);
   // WatchStreamOwner: the stream is done.
   void Detach(WatchStreamReactor* stream) override;
@@ -112,9 +117,14 @@ class WatchFanout final : public informer::ResourceEventHandler,
   // Queues the stream's start (a resume, or RESET? + initial state) and
   // adds it to the fan-out. Under mu_ no event can slip between the state
   // read here and the live events the stream gets afterwards.
-  void AttachLocked(WatchStreamReactor* stream, const std::string& rv)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `stale`: the informer serves stale data (see StaleState).
+  void AttachLocked(WatchStreamReactor* stream, const std::string& rv,
+                    bool stale) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Until the sync: attaches the waiting streams as stale once the
+  // informer serves stale data; at the sync, the rest, and FRESH to the
+  // streams told stale.
   void WaitForSyncThenAttach();
+  void AttachWaitersStale();
   // Ends the waiting streams that saw the informer fail for good.
   void EndRefusedWaiters(const absl::Status& refused);
 
@@ -152,6 +162,9 @@ class WatchFanout final : public informer::ResourceEventHandler,
   // The waiter saw the sync and attached the streams waiting then.
   bool waiter_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Some stream was told the informer's data was stale; FRESH went out.
+  bool told_stale_ ABSL_GUARDED_BY(mu_) = false;
+  bool fresh_sent_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace server

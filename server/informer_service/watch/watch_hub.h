@@ -78,7 +78,9 @@ namespace server {
 //
 // Before the informer synced, a Watch waits (no error): its initial state
 // goes out once the informer synced (a per-resource waiter thread exists
-// only while such streams wait).
+// only while such streams wait). An informer serving stale data (see
+// StaleState) is served at once: INITIAL_STATE_DONE carries `stale`, and
+// FRESH follows once the informer caught up with the API server.
 //
 // Objects: each object state is serialized once per encoding and the same
 // bytes (a refcounted slice) go to every stream that sends it.

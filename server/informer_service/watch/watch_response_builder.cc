@@ -46,7 +46,7 @@ void PutString(int field, absl::string_view s, std::string* out) {
 
 // The payload size of one Event message (Event: type=1, object=2,
 // old_object=3, resource_version=4, resume_token=5, initial=6,
-// tombstone=7); `object_size` stands for e.object when that is null.
+// tombstone=7, stale=8); `object_size` stands for e.object when that is null.
 size_t EventPayloadSize(const WatchResponseBuilder::Event& e,
                         const size_t* object_size = nullptr) {
   size_t size = 0;
@@ -58,6 +58,7 @@ size_t EventPayloadSize(const WatchResponseBuilder::Event& e,
   if (!e.resume_token.empty()) size += FieldSize(e.resume_token.size());
   if (e.initial) size += 2;
   if (e.tombstone) size += 2;
+  if (e.stale) size += 2;
   return size;
 }
 
@@ -103,6 +104,10 @@ void WatchResponseBuilder::Add(const Event& e) {
   }
   if (e.tombstone) {
     small_.push_back(Tag(7, kVarint));
+    small_.push_back(1);
+  }
+  if (e.stale) {
+    small_.push_back(Tag(8, kVarint));
     small_.push_back(1);
   }
   ++events_;

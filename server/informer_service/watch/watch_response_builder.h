@@ -37,6 +37,8 @@ class WatchResponseBuilder {
     absl::string_view resume_token;
     bool initial = false;
     bool tombstone = false;
+    // Markers only (INITIAL_STATE_DONE); EncodeWithObject ignores it.
+    bool stale = false;
   };
 
   // The bytes `event` adds to a response (its WatchResponse.events field,

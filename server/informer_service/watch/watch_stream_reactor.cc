@@ -52,9 +52,10 @@ void WatchStreamReactor::Unref() {
 void WatchStreamReactor::StartLocked(const ResumeTokenEncoder* tokens,
                                      const std::vector<SharedPtr>& objs,
                                      bool reset, uint64_t seq,
-                                     const std::string& rv) {
+                                     const std::string& rv, bool stale) {
   absl::MutexLock lock(&mu_);
   tokens_ = tokens;
+  told_stale_ = stale;
   applied_seq_ = written_seq_ = seq;
   ScheduleResyncLocked();
   if (reset) PushLocked(PendingEvent::Marker(v1::EVENT_TYPE_RESET, seq, rv));
@@ -64,7 +65,10 @@ void WatchStreamReactor::StartLocked(const ResumeTokenEncoder* tokens,
     p.initial = true;
     PushLocked(std::move(p));
   }
-  PushLocked(PendingEvent::Marker(v1::EVENT_TYPE_INITIAL_STATE_DONE, seq, rv));
+  PendingEvent done =
+      PendingEvent::Marker(v1::EVENT_TYPE_INITIAL_STATE_DONE, seq, rv);
+  done.stale = stale;
+  PushLocked(std::move(done));
   host_->NotePending(objs.size() + (reset ? 2 : 1), pending_.size());
   // Markers and initial events never coalesce, whatever their number.
   marker_end_ = pending_.size();
@@ -73,9 +77,10 @@ void WatchStreamReactor::StartLocked(const ResumeTokenEncoder* tokens,
 }
 
 void WatchStreamReactor::ResumeLocked(const ResumeTokenEncoder* tokens,
-                                      uint64_t seq) {
+                                      uint64_t seq, bool stale) {
   absl::MutexLock lock(&mu_);
   tokens_ = tokens;
+  told_stale_ = stale;
   applied_seq_ = written_seq_ = seq;
   ScheduleResyncLocked();
 }
@@ -116,6 +121,19 @@ size_t WatchStreamReactor::Apply(const EventPtr& ev, FilterVerdicts* verdicts) {
   if (pending_.size() >= compact_at_) CompactLocked();
   MaybeWriteLocked(/*force=*/false);
   return queued;
+}
+
+void WatchStreamReactor::PushFresh(uint64_t seq, const std::string& rv,
+                                   bool always) {
+  absl::MutexLock lock(&mu_);
+  if (ended_ || !(told_stale_ || always)) return;
+  told_stale_ = false;
+  PushLocked(PendingEvent::Marker(v1::EVENT_TYPE_FRESH, seq, rv));
+  host_->NotePending(1, pending_.size());
+  // Never coalesced away (coalescing drops markers): what precedes it
+  // stays as queued, once.
+  marker_end_ = pending_.size();
+  MaybeWriteLocked(/*force=*/false);
 }
 
 bool WatchStreamReactor::ResyncDue(absl::Time now) {
@@ -389,6 +407,7 @@ absl::Status WatchStreamReactor::AddOwnLocked(const PendingEvent& p,
   e.resume_token = token;
   e.initial = p.initial;
   e.tombstone = p.tombstone;
+  e.stale = p.stale;
   if (p.obj == nullptr) {
     e.resource_version = p.rv;
   } else {

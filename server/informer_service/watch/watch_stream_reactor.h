@@ -92,13 +92,21 @@ class WatchStreamReactor final
   // Queues the initial state `objs` of snapshot `seq` and
   // INITIAL_STATE_DONE (the caller holds the fan-out's lock, so no event
   // is missed or duplicated), RESET first if `reset`. Also resumes inside
-  // an initial state: `objs` are then the snapshot's rest.
+  // an initial state: `objs` are then the snapshot's rest. `stale`: the
+  // informer serves stale data (INITIAL_STATE_DONE says so, and the
+  // stream gets FRESH later, see PushFresh).
   void StartLocked(const ResumeTokenEncoder* tokens,
                    const std::vector<SharedPtr>& objs, bool reset, uint64_t seq,
-                   const std::string& rv);
+                   const std::string& rv, bool stale = false);
   // Resumes after `seq`: the client holds its view at `seq`; the fan-out
-  // then replays the events after `seq` through Apply.
-  void ResumeLocked(const ResumeTokenEncoder* tokens, uint64_t seq);
+  // then replays the events after `seq` through Apply. `stale` as for
+  // StartLocked (the client was told so by the stream it resumes).
+  void ResumeLocked(const ResumeTokenEncoder* tokens, uint64_t seq,
+                    bool stale = false);
+  // Queues FRESH at `seq` (the informer caught up with the API server)
+  // if this stream was told its data was stale, or `always` (a resumed
+  // stream may have missed the first one). Once per stale stream.
+  void PushFresh(uint64_t seq, const std::string& rv, bool always);
   // One informer event. Returns the queue's length with it, 0 if this
   // stream does not get it; the caller reports the queued events to the
   // host (WatchStreamHost::NotePending), once for all its streams.
@@ -197,6 +205,8 @@ class WatchStreamReactor final
   WatchResponseBuilder builder_ ABSL_GUARDED_BY(mu_);
   // pending_[0, marker_end_) is the initial state (with its markers).
   size_t marker_end_ ABSL_GUARDED_BY(mu_) = 0;
+  // Told stale (INITIAL_STATE_DONE.stale) and not yet FRESH.
+  bool told_stale_ ABSL_GUARDED_BY(mu_) = false;
   size_t compact_at_ ABSL_GUARDED_BY(mu_) = 0;
   // The sequence number of the last event applied / written.
   uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;
