@@ -240,6 +240,8 @@ class InformerDriver final : public Driver,
     w.String(informer_->resume_token().c_str());
     w.Key("synced");
     w.Bool(informer_->HasSynced());
+    w.Key("stale");
+    w.Bool(informer_->IsStale());
     w.EndObject();
     return buf.GetString();
   }

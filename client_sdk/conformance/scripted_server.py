@@ -300,7 +300,7 @@ class WorkQueueService(workqueue_pb2_grpc.WorkQueueServicer):
 # ----- messages -----
 
 _TYPES = {"ADDED", "MODIFIED", "DELETED", "SYNC", "BOOKMARK",
-          "INITIAL_STATE_DONE", "RESET"}
+          "INITIAL_STATE_DONE", "RESET", "FRESH"}
 
 
 def object_json(ev: dict, pad: int = 0) -> str:
@@ -323,7 +323,7 @@ def event_pb(ev: dict, pad: int = 0):
     e = informer_pb2.Event(
         type=informer_pb2.EventType.Value("EVENT_TYPE_" + ev["type"]),
         resume_token=ev["token"], initial=ev.get("initial", False),
-        tombstone=ev.get("tombstone", False))
+        tombstone=ev.get("tombstone", False), stale=ev.get("stale", False))
     if "key" in ev:
         e.object.json = object_json(ev, pad)
         e.resource_version = ev["rv"]

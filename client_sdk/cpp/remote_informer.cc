@@ -57,6 +57,11 @@ bool RemoteInformer::HasSynced() const {
   return synced_;
 }
 
+bool RemoteInformer::IsStale() const {
+  absl::MutexLock lock(&mu_);
+  return stale_;
+}
+
 bool RemoteInformer::WaitForSync(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -255,7 +260,13 @@ void RemoteInformer::Apply(const Event& event) {
       if (relisting_) Reconcile();
       absl::MutexLock lock(&mu_);
       synced_ = true;
+      stale_ = event.stale();
       ++sync_generation_;
+      break;
+    }
+    case informer::v1::EVENT_TYPE_FRESH: {
+      absl::MutexLock lock(&mu_);
+      stale_ = false;
       break;
     }
     case informer::v1::EVENT_TYPE_ADDED:

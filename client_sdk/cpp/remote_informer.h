@@ -118,6 +118,12 @@ class RemoteInformer {
   bool HasSynced() const;
   // Waits (on the injected clock) until HasSynced or `timeout`.
   bool WaitForSync(absl::Duration timeout);
+  // True while the sidecar serves stale data: it started from its disk
+  // cache (--serve_stale_on_start) and has not reached the API server yet.
+  // Set by a stale INITIAL_STATE_DONE, cleared by FRESH (or a fresh
+  // INITIAL_STATE_DONE). The mirror is usable meanwhile; the changes since
+  // the cache arrive as ordinary events.
+  bool IsStale() const;
 
   // The mirror. Get returns null when absent.
   informer::ObjectPtr Get(absl::string_view ns, absl::string_view name) const;
@@ -193,6 +199,7 @@ class RemoteInformer {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
+  bool stale_ ABSL_GUARDED_BY(mu_) = false;
   std::string token_ ABSL_GUARDED_BY(mu_);
   int64_t connects_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t resets_ ABSL_GUARDED_BY(mu_) = 0;

@@ -73,6 +73,7 @@ interface WatchEvent {
   resumeToken: string;
   initial: boolean;
   tombstone: boolean;
+  stale?: boolean;
 }
 
 interface Waiter {
@@ -133,6 +134,7 @@ export class RemoteInformer extends EventEmitter {
   // index name -> value -> keys.
   private readonly indexes = new Map<string, Map<string, Set<string>>>();
   private synced = false;
+  private stale = false;
   private token: string;
   private reconnectCount = 0;
   private resetCount = 0;
@@ -225,6 +227,15 @@ export class RemoteInformer extends EventEmitter {
   /** True once the initial state was received completely. */
   hasSynced(): boolean {
     return this.synced;
+  }
+
+  /** True while the sidecar serves stale data: it started from its disk
+   * cache (--serve_stale_on_start) and has not reached the API server yet.
+   * Set by a stale INITIAL_STATE_DONE, cleared by FRESH (or a fresh
+   * INITIAL_STATE_DONE). The mirror is usable meanwhile; the changes since
+   * the cache arrive as ordinary events. */
+  isStale(): boolean {
+    return this.stale;
   }
 
   /** Resolves true once hasSynced(), false after `timeoutMs`. */
@@ -517,7 +528,13 @@ export class RemoteInformer extends EventEmitter {
       case 'EVENT_TYPE_INITIAL_STATE_DONE':
         if (this.relisting) this.reconcile();
         this.synced = true;
+        this.stale = Boolean(event.stale);
         this.initialStateCount++;
+        this.token = event.resumeToken;
+        this.notify();
+        return;
+      case 'EVENT_TYPE_FRESH':
+        this.stale = false;
         this.token = event.resumeToken;
         this.notify();
         return;

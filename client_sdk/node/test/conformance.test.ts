@@ -64,6 +64,7 @@ class InformerDriver implements Driver {
       mirror: Object.fromEntries(inf.list().map((o) => [objectKey(o), rv(o)])),
       resume_token: inf.resumeToken,
       synced: inf.hasSynced(),
+      stale: inf.isStale(),
     };
   }
 

@@ -206,6 +206,7 @@ class RemoteInformer:
             name: {} for name in self._index_funcs
         }
         self._synced = False
+        self._stale = False
         self._resume_token = resume_token
         self._reconnects = 0
         self._resets = 0
@@ -284,6 +285,16 @@ class RemoteInformer:
         """True once the initial state was received completely."""
         with self._lock:
             return self._synced
+
+    @property
+    def is_stale(self) -> bool:
+        """True while the sidecar serves stale data: it started from its
+        disk cache (``--serve_stale_on_start``) and has not reached the API
+        server yet. Set by a stale INITIAL_STATE_DONE, cleared by FRESH (or
+        a fresh INITIAL_STATE_DONE). The mirror is usable meanwhile; the
+        changes since the cache arrive as ordinary events."""
+        with self._lock:
+            return self._stale
 
     def wait_for_sync(self, timeout: Optional[float] = None) -> bool:
         """Waits until :meth:`has_synced`; False on timeout, or at once
@@ -483,6 +494,13 @@ class RemoteInformer:
                 self._reconcile()
             with self._lock:
                 self._synced = True
+                self._stale = bool(event.stale)
+                self._resume_token = event.resume_token
+                self._lock.notify_all()
+            return
+        if etype == _EV.EVENT_TYPE_FRESH:
+            with self._lock:
+                self._stale = False
                 self._resume_token = event.resume_token
                 self._lock.notify_all()
             return

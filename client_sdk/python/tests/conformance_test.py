@@ -76,6 +76,7 @@ class InformerDriver:
                 "mirror": {object_key(o): rv(o) for o in inf.list()},
                 "resume_token": inf.resume_token,
                 "synced": inf.has_synced(),
+                "stale": inf.is_stale,
             }
 
     def release(self, key: str, after_expired) -> None:

@@ -108,6 +108,7 @@ public final class RemoteInformer implements AutoCloseable {
       new HashMap<>();
   private final Map<String, Map<String, Set<String>>> indexes = new HashMap<>();
   private boolean synced;
+  private boolean stale;
   private String resumeToken;
   private int reconnects;
   private int resets;
@@ -315,6 +316,19 @@ public final class RemoteInformer implements AutoCloseable {
   public boolean hasSynced() {
     synchronized (lock) {
       return synced;
+    }
+  }
+
+  /**
+   * True while the sidecar serves stale data: it started from its disk cache
+   * ({@code --serve_stale_on_start}) and has not reached the API server yet. Set
+   * by a stale INITIAL_STATE_DONE, cleared by FRESH (or a fresh
+   * INITIAL_STATE_DONE). The mirror is usable meanwhile; the changes since the
+   * cache arrive as ordinary events.
+   */
+  public boolean isStale() {
+    synchronized (lock) {
+      return stale;
     }
   }
 
@@ -584,6 +598,9 @@ public final class RemoteInformer implements AutoCloseable {
         reconcile();
       }
       initialStateDone = true;
+      synchronized (lock) {
+        stale = event.getStale();
+      }
       setToken(event.getResumeToken());
       // Synced once the handlers saw the initial state too, as when they
       // run on the reader thread (the Python SDK).
@@ -593,6 +610,13 @@ public final class RemoteInformer implements AutoCloseable {
           lock.notifyAll();
         }
       });
+      return;
+    }
+    if (type == EventType.EVENT_TYPE_FRESH) {
+      synchronized (lock) {
+        stale = false;
+      }
+      setToken(event.getResumeToken());
       return;
     }
     if (type != EventType.EVENT_TYPE_ADDED && type != EventType.EVENT_TYPE_MODIFIED

@@ -108,6 +108,7 @@ class ConformanceTest {
       }
       o.put("resume_token", informer.resumeToken());
       o.put("synced", informer.hasSynced());
+      o.put("stale", informer.isStale());
       return o;
     }
 
