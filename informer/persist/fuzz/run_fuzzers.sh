@@ -51,7 +51,8 @@ echo "== running snapshot_reader_fuzzer for ${SECONDS_PER_TARGET}s"
 # -timeout: an input taking longer is a hang; -rss_limit_mb bounds memory.
 status=0
 (cd "${OUT}" && ./snapshot_reader_fuzzer \
-    -max_total_time="${SECONDS_PER_TARGET}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+    -max_total_time="${SECONDS_PER_TARGET}" -timeout=10 -rss_limit_mb=2048 \
+    -max_len=65536 -print_final_stats=1 \
     "${CORPUS}" 2>&1 | tail -n 25) || status=1
 if [[ ${status} -ne 0 ]]; then
   echo "FUZZING FAILED" >&2
