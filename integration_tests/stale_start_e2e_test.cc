@@ -1,0 +1,324 @@
+// The stale state of the real informer_sidecar binary against the
+// kube_emulator binary over HTTP: a sidecar whose informers cannot reach
+// their API server at start (here the --cache_upstream it lists and watches
+// through is down; discovery and the cluster identity still answer) serves
+// its --cache_dir snapshot at once with --serve_stale_on_start, marked
+// stale (ListResources, the stale gauge, /readyz, INITIAL_STATE_DONE); once
+// the upstream answers, the changes made meanwhile reach a Watch as
+// ordinary events, vanished objects as DELETED, then FRESH, and the cache
+// equals the server. Without the flag the same outage gives today's
+// behaviour: nothing served until the sync.
+
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "informer/object/object.h"
+#include "integration_tests/chain_util.h"
+#include "integration_tests/emulator_process.h"
+#include "integration_tests/sidecar_process.h"
+#include "proto/informer/v1/informer.grpc.pb.h"
+
+namespace integration {
+namespace {
+
+namespace v1 = ::informer::v1;
+
+constexpr int kObjects = 50;
+constexpr absl::Duration kConverge = absl::Seconds(90);
+constexpr char kStale[] = "informer_sidecar_informer_stale";
+
+std::string TestTmpDir() {
+  const char* v = std::getenv("TEST_TMPDIR");
+  return v == nullptr ? "/tmp" : v;
+}
+
+// A loopback port nothing listens on (bound, then released).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// "TYPE name" of a Watch event ("TYPE" for a marker), " stale" appended
+// when set.
+std::string Describe(const v1::Event& e) {
+  std::string out = v1::EventType_Name(e.type()).substr(11);
+  if (e.has_object()) {
+    absl::StatusOr<informer::ObjectPtr> obj =
+        informer::Object::Parse(e.object().json());
+    if (obj.ok()) absl::StrAppend(&out, " ", (*obj)->name());
+  }
+  if (e.stale()) absl::StrAppend(&out, " stale");
+  return out;
+}
+
+class StaleStartE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> sidecar =
+        FindRunfile("server/informer_sidecar");
+    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+    sidecar_bin_ = *sidecar;
+    absl::StatusOr<std::string> emulator =
+        FindRunfile("emulator/kube_emulator");
+    ASSERT_TRUE(emulator.ok()) << emulator.status();
+    absl::StatusOr<std::unique_ptr<EmulatorProcess>> emu =
+        EmulatorProcess::Start(*emulator,
+                               {absl::StrCat("--seed_configmaps=", kObjects)},
+                               /*quiet=*/true);
+    ASSERT_TRUE(emu.ok()) << emu.status();
+    emulator_ = *std::move(emu);
+    work_ = absl::StrCat(
+        TestTmpDir(), "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(work_);
+    absl::StatusOr<std::string> kubeconfig =
+        WriteKubeconfig(work_, emulator_->url());
+    ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
+    kubeconfig_ = *kubeconfig;
+    httplib::Result r = Emulator().Post(
+        "/api/v1/namespaces",
+        R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system"}})",
+        "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 201) << r->body;
+  }
+
+  httplib::Client Emulator() {
+    httplib::Client cli("127.0.0.1", emulator_->port());
+    cli.set_read_timeout(60, 0);
+    return cli;
+  }
+
+  std::vector<std::string> Flags() {
+    return {"--kubeconfig=" + kubeconfig_, "--resources=configmaps",
+            "--cache_dir=" + work_ + "/cache", "--cache_snapshot_interval=0",
+            "--http_listen=127.0.0.1:0"};
+  }
+
+  // A first run that lists everything and writes its snapshot at SIGTERM,
+  // then changes made while no sidecar runs.
+  void SnapshotThenChange() {
+    absl::StatusOr<PortedSidecar> a = StartPortedSidecar(
+        sidecar_bin_, Flags(), work_ + "/first.log", /*quiet=*/false);
+    ASSERT_TRUE(a.ok()) << a.status();
+    absl::StatusOr<ObjectVersions> want =
+        GetEmulatorState(emulator_->port(), "configmaps");
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(WaitForConvergence(a->process->NewChannel(), "configmaps",
+                                   *want, kConverge)
+                    .ok());
+    EXPECT_EQ(a->process->Terminate(), 0);
+    httplib::Result p = Emulator().Patch(
+        "/api/v1/namespaces/benchcms/configmaps/cm-000003",
+        R"({"data":{"changed":"yes"}})", "application/merge-patch+json");
+    ASSERT_TRUE(p);
+    ASSERT_EQ(p->status, 200) << p->body;
+    httplib::Result d =
+        Emulator().Delete("/api/v1/namespaces/benchcms/configmaps/cm-000007");
+    ASSERT_TRUE(d);
+    ASSERT_EQ(d->status, 200) << d->body;
+    httplib::Result c = Emulator().Post(
+        "/api/v1/namespaces/benchcms/configmaps",
+        R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new-a"},"data":{"k":"v"}})",
+        "application/json");
+    ASSERT_TRUE(c);
+    ASSERT_EQ(c->status, 201) << c->body;
+  }
+
+  // Starts a sidecar whose informers list and watch through an upstream
+  // that is down (port `upstream`), without waiting for SERVING; its HTTP
+  // port in *http.
+  std::unique_ptr<SidecarProcess> StartCutOff(int upstream, bool serve_stale,
+                                              int* http) {
+    std::vector<std::string> flags = Flags();
+    const std::string ports = work_ + "/ports";
+    flags.push_back(
+        absl::StrCat("--cache_upstream=http://127.0.0.1:", upstream));
+    flags.push_back("--ports_file=" + ports);
+    flags.push_back("--print_events=false");
+    if (serve_stale) flags.push_back("--serve_stale_on_start");
+    SidecarProcess::Options options;
+    options.flags = std::move(flags);
+    options.wait_serving = false;
+    options.stderr_file = work_ + "/second.log";
+    absl::StatusOr<std::unique_ptr<SidecarProcess>> s =
+        SidecarProcess::Start(sidecar_bin_, std::move(options));
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return nullptr;
+    absl::StatusOr<std::string> written = WaitForFile(
+        ports,
+        [](const std::string& c) { return absl::StrContains(c, "http="); },
+        absl::Seconds(60));
+    EXPECT_TRUE(written.ok()) << written.status();
+    if (!written.ok()) return nullptr;
+    *http = static_cast<int>(ParseKeyValues(*written).at("http"));
+    return *std::move(s);
+  }
+
+  // Polls the metric until it is `value` (a deadline, no fixed sleep).
+  bool MetricBecomes(int http, const std::string& name, double value) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < deadline) {
+      absl::StatusOr<double> v = GetMetricSum(http, name);
+      if (v.ok() && *v == value) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+  httplib::Result Readyz(int http) {
+    httplib::Client cli("127.0.0.1", http);
+    return cli.Get("/readyz");
+  }
+
+  std::string sidecar_bin_;
+  std::unique_ptr<EmulatorProcess> emulator_;
+  std::string work_;
+  std::string kubeconfig_;
+};
+
+TEST_F(StaleStartE2eTest, ServedStaleThenFreshOnceTheApiServerAnswers) {
+  ASSERT_NO_FATAL_FAILURE(SnapshotThenChange());
+  const int upstream = FreePort();
+  int http = 0;
+  std::unique_ptr<SidecarProcess> b =
+      StartCutOff(upstream, /*serve_stale=*/true, &http);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(MetricBecomes(http, kStale, 1));
+  httplib::Result ready = Readyz(http);
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_TRUE(absl::StrContains(ready->body, "configmaps (stale)"))
+      << ready->body;
+
+  auto stub = v1::Informer::NewStub(b->NewChannel());
+  {
+    grpc::ClientContext ctx;
+    v1::ListResourcesResponse resp;
+    ASSERT_TRUE(
+        stub->ListResources(&ctx, v1::ListResourcesRequest(), &resp).ok());
+    ASSERT_EQ(resp.resources_size(), 1);
+    EXPECT_TRUE(resp.resources(0).stale());
+    EXPECT_FALSE(resp.resources(0).synced());
+    EXPECT_TRUE(resp.resources(0).has_stale_age());
+    EXPECT_EQ(resp.resources(0).object_count(), kObjects);
+  }
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::seconds(120));
+  v1::WatchRequest req;
+  req.set_resource("configmaps");
+  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+      stub->Watch(&ctx, req);
+  int initial = 0;
+  std::string done;
+  v1::WatchResponse resp;
+  while (done.empty()) {
+    ASSERT_TRUE(reader->Read(&resp));
+    for (const v1::Event& e : resp.events()) {
+      if (e.initial()) ++initial;
+      if (e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) done = Describe(e);
+    }
+  }
+  EXPECT_EQ(initial, kObjects);  // the snapshot: cm-000007 still in it
+  EXPECT_EQ(done, "INITIAL_STATE_DONE stale");
+
+  // The API server comes back: a node sidecar serves the upstream facade
+  // on that port.
+  absl::StatusOr<PortedSidecar> node = StartPortedSidecar(
+      sidecar_bin_,
+      {"--kubeconfig=" + kubeconfig_, "--resources=configmaps",
+       "--http_listen=127.0.0.1:0",
+       absl::StrCat("--kube_api_listen=127.0.0.1:", upstream)},
+      work_ + "/node.log", /*quiet=*/false);
+  ASSERT_TRUE(node.ok()) << node.status();
+  std::vector<std::string> got;
+  while (got.empty() || got.back() != "FRESH") {
+    ASSERT_TRUE(reader->Read(&resp));
+    for (const v1::Event& e : resp.events()) {
+      if (e.type() != v1::EVENT_TYPE_BOOKMARK) got.push_back(Describe(e));
+    }
+  }
+  std::sort(got.begin(), got.end() - 1);
+  EXPECT_EQ(got, (std::vector<std::string>{"ADDED new-a", "DELETED cm-000007",
+                                           "MODIFIED cm-000003", "FRESH"}));
+  EXPECT_TRUE(MetricBecomes(http, kStale, 0));
+  ready = Readyz(http);
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  absl::StatusOr<ObjectVersions> want =
+      GetEmulatorState(emulator_->port(), "configmaps");
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_TRUE(
+      WaitForConvergence(b->NewChannel(), "configmaps", *want, kConverge).ok());
+  ctx.TryCancel();
+  while (reader->Read(&resp)) {
+  }
+  EXPECT_EQ(b->Terminate(), 0);
+}
+
+TEST_F(StaleStartE2eTest, WithoutServeStaleTheOutageServesNothing) {
+  ASSERT_NO_FATAL_FAILURE(SnapshotThenChange());
+  int http = 0;
+  std::unique_ptr<SidecarProcess> b =
+      StartCutOff(FreePort(), /*serve_stale=*/false, &http);
+  ASSERT_NE(b, nullptr);
+  // The informer has tried and failed.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (true) {
+    absl::StatusOr<double> errors =
+        GetMetricSum(http, "informer_sidecar_informer_errors_total");
+    if (errors.ok() && *errors > 0) break;
+    ASSERT_LT(absl::Now(), deadline) << "the informer never failed";
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  absl::StatusOr<double> stale = GetMetricSum(http, kStale);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(*stale, 0);
+  httplib::Result ready = Readyz(http);
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_FALSE(absl::StrContains(ready->body, "stale")) << ready->body;
+  auto stub = v1::Informer::NewStub(b->NewChannel());
+  grpc::ClientContext ctx;
+  v1::GetRequest get;
+  get.set_resource("configmaps");
+  get.set_namespace_("benchcms");
+  get.set_name("cm-000001");
+  v1::GetResponse resp;
+  EXPECT_EQ(stub->Get(&ctx, get, &resp).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  grpc::ClientContext lctx;
+  v1::ListResourcesResponse lr;
+  ASSERT_TRUE(stub->ListResources(&lctx, v1::ListResourcesRequest(), &lr).ok());
+  ASSERT_EQ(lr.resources_size(), 1);
+  EXPECT_FALSE(lr.resources(0).stale());
+  EXPECT_FALSE(lr.resources(0).synced());
+  EXPECT_EQ(b->Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace integration
