@@ -15,7 +15,7 @@ import unittest
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CAPTURES = os.path.join(HERE, "testdata", "kube-apiserver-v1.37")
+CAPTURES = os.path.join(HERE, "..", "testdata", "kube-apiserver-v1.37")
 sys.path.insert(0, CAPTURES)
 
 import capture  # noqa: E402

@@ -5,7 +5,7 @@ that make them.
 As a script, regenerates the files beside it from the real control plane
 (integration_tests/realkube, built by tools/realkube.sh build):
 
-    python3 integration_tests/testdata/kube-apiserver-v1.37/capture.py \\
+    python3 testdata/kube-apiserver-v1.37/capture.py \\
         --bin-dir "$(tools/realkube.sh bin-dir)"
 
 As a module, emulator_v137_captures_test runs the same requests against the
@@ -278,7 +278,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bin-dir", default=os.environ.get("REALKUBE_BIN", ""))
     args = p.parse_args()
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "realkube"))
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "integration_tests",
+                                    "realkube"))
     import control_plane  # pylint: disable=import-outside-toplevel
     with control_plane.ControlPlane(args.bin_dir) as cp:
         t = Target(cp.server, {"admin": cp.admin_token,
