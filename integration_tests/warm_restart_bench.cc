@@ -66,6 +66,9 @@ ABSL_FLAG(bool, keep_logs, false,
           "Keep the sidecars' logs (their directory is printed).");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(5),
           "Length of a latency run's load.");
+ABSL_FLAG(std::string, sidecar_bin, "",
+          "The informer_sidecar binary to measure (default: the one built "
+          "with this benchmark), e.g. an earlier build side by side.");
 
 namespace {
 
@@ -129,6 +132,20 @@ void CreateNamespace(int port, const std::string& name) {
   HttpPost(port, "/api/v1/namespaces",
            absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)",
                         R"("metadata":{"name":")", name, R"("}})"));
+}
+
+// The sidecar's resident memory, in MB: VmRSS, or RssAnon (its heap,
+// without the mapped binary), from /proc/PID/status.
+double RssMb(const PortedSidecar& s, const std::string& field) {
+  const std::string status =
+      ReadWholeFile(absl::StrCat("/proc/", s.process->pid(), "/status"));
+  const size_t at = status.find(field + ":");
+  if (at == std::string::npos) return -1;
+  double kb = -1;
+  const size_t begin = at + field.size() + 1;
+  const size_t end = status.find(" kB", begin);
+  if (!absl::SimpleAtod(status.substr(begin, end - begin), &kb)) return -1;
+  return kb / 1024;
 }
 
 double Metric(const PortedSidecar& s, const std::string& name) {
@@ -249,6 +266,9 @@ struct Bench {
 struct RestartFigures {
   std::vector<double> cold_s, warm_quiet_s, warm_busy_s, load_ms;
   std::vector<double> full_bytes, warm_bytes, file_bytes, json_bytes, write_ms;
+  // The load's read and decode (its log line), and memory once SERVING.
+  std::vector<double> read_ms;
+  std::vector<double> cold_rss, warm_rss, cold_anon, warm_anon;
 };
 
 void RestartRound(Bench& b, int round, RestartFigures* f) {
@@ -260,6 +280,8 @@ void RestartRound(Bench& b, int round, RestartFigures* f) {
   PortedSidecar cold = b.Start(flags, log, &t);
   f->full_bytes.push_back(
       Metric(cold, "informer_sidecar_informer_bytes_received_total"));
+  f->cold_rss.push_back(RssMb(cold, "VmRSS"));
+  f->cold_anon.push_back(RssMb(cold, "RssAnon"));
   cold.process->Terminate();
   // Read once the process is gone: its log is complete.
   f->cold_s.push_back(ServingSeconds(log));
@@ -271,6 +293,8 @@ void RestartRound(Bench& b, int round, RestartFigures* f) {
   PortedSidecar quiet = b.Start(flags, log, &t);
   f->warm_bytes.push_back(
       Metric(quiet, "informer_sidecar_informer_bytes_received_total"));
+  f->warm_rss.push_back(RssMb(quiet, "VmRSS"));
+  f->warm_anon.push_back(RssMb(quiet, "RssAnon"));
   if (Metric(quiet, "informer_sidecar_informer_lists_total") != 0) {
     std::fprintf(stderr, "the warm start listed: %s\n", log.c_str());
     std::exit(1);
@@ -279,6 +303,7 @@ void RestartRound(Bench& b, int round, RestartFigures* f) {
   f->warm_quiet_s.push_back(ServingSeconds(log));
   f->load_ms.push_back(FromLog(
       log, R"(bytes\) at resourceVersion \d+ from \S+ in ([\d.]+) ms)"));
+  f->read_ms.push_back(FromLog(log, R"(read and decoded ([\d.]+) ms)"));
 
   CreateNamespace(b.emu_port, absl::StrCat("elsewhere-", round));
   log = b.Log("warm-busy");
@@ -338,7 +363,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "binaries not found\n");
     return 1;
   }
-  b.sidecar_bin = *sidecar;
+  b.sidecar_bin = absl::GetFlag(FLAGS_sidecar_bin).empty()
+                      ? *sidecar
+                      : absl::GetFlag(FLAGS_sidecar_bin);
   char tmpl[] = "/tmp/warm_restart_bench_XXXXXX";
   b.work = mkdtemp(tmpl);
   const int n = absl::GetFlag(FLAGS_objects);
@@ -383,6 +410,13 @@ int main(int argc, char** argv) {
       100 * Median(f.warm_bytes) / Median(f.full_bytes));
   std::printf("| snapshot load vs cold start | %.0f ms (%.2fx) | <= 0.3x |\n",
               Median(f.load_ms), Median(f.load_ms) / 1000 / cold);
+  std::printf("| load: read and decode | %.0f ms | |\n", Median(f.read_ms));
+  std::printf(
+      "| RSS once SERVING, warm vs cold | %.0f vs %.0f MB (%.3fx); "
+      "anon %.0f vs %.0f MB (%.3fx) | ~1x |\n",
+      Median(f.warm_rss), Median(f.cold_rss),
+      Median(f.warm_rss) / Median(f.cold_rss), Median(f.warm_anon),
+      Median(f.cold_anon), Median(f.warm_anon) / Median(f.cold_anon));
   std::printf(
       "| snapshot on disk vs objects' JSON | %.1f MB vs %.1f MB "
       "(%.2fx) | <= 1.2x |\n",

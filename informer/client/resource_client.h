@@ -99,6 +99,9 @@ class ResourceClient final : public ListerWatcher {
   std::string WatchPath(const WatchOptions& options) const;
 
   const ApiResource& resource() const { return resource_; }
+  // How its objects are decoded, with the compressor every object of the
+  // resource shares (a snapshot load decodes through it too).
+  const TransformOptions& transform() const { return options_.transform; }
 
   // Response body bytes this client's lists and watches received so far
   // (after content decoding; error bodies excluded). Thread-safe; monotonic.

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "informer/object/object.h"
+#include "informer/object/zstd_json_compressor.h"
 #include "informer/persist/snapshot_format.h"
 #include "informer/persist/snapshot_identity.h"
 #include "informer/persist/snapshot_reader.h"
@@ -87,12 +89,16 @@ void Evict(const std::string& path) {
 
 // One ReadSnapshot; aborts on an error (a benchmark of a failing read
 // would be meaningless).
+// With `zstd`, the objects are compressed as the sidecar stores them: a
+// fresh ZstdJsonCompressor (its dictionary trained on the first objects).
 void Read(const std::string& dir, const SnapshotIdentity& id, size_t want,
-          int threads = 0) {
+          int threads = 0, bool zstd = false) {
   SnapshotReadOptions options;
   options.decode_threads = threads;
+  TransformOptions transform;
+  if (zstd) transform.compressor = std::make_shared<ZstdJsonCompressor>();
   absl::StatusOr<LoadedSnapshot> loaded =
-      ReadSnapshot(dir, id, TransformOptions(), options);
+      ReadSnapshot(dir, id, transform, options);
   if (!loaded.ok() || loaded->objects.size() != want) {
     fprintf(stderr, "read failed: %s\n", loaded.status().ToString().c_str());
     abort();
@@ -139,10 +145,10 @@ void MeasureReadMemory(const std::string& dir) {
 }
 
 // The steps of one run, in order.
-constexpr const char* kSteps[] = {"write",      "read warm",
-                                  "read cold",  "read warm 2 threads",
-                                  "parse only", "crc32 only"};
-constexpr int kStepCount = 6;
+constexpr const char* kSteps[] = {
+    "write",      "read warm",  "read cold",      "read warm 2 threads",
+    "parse only", "crc32 only", "read warm zstd", "read warm zstd 2 threads"};
+constexpr int kStepCount = 8;
 
 int Run() {
   const int n = absl::GetFlag(FLAGS_objects);
@@ -179,6 +185,8 @@ int Run() {
     t[5] = Time([&] {
       if (snapshot_format::Crc32(all) == 42) printf("(crc 42)\n");
     });
+    t[6] = Time([&] { Read(dir, id, objects.size(), 0, /*zstd=*/true); });
+    t[7] = Time([&] { Read(dir, id, objects.size(), 2, /*zstd=*/true); });
     printf("run %d:", run + 1);
     for (int i = 0; i < kStepCount; ++i) {
       wall[i].push_back(t[i].wall);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -208,6 +209,59 @@ struct Section {
 // threads would cost more than they save.
 constexpr uint64_t kThreadedDecodeMinObjects = 2048;
 
+// A JsonCompressor trains its dictionary on the first objects it sees
+// (ZstdJsonCompressor: 512 objects or 2 MiB of JSON), and objects that
+// other threads compress while it trains stay uncompressed for good. So
+// with decode threads and a compressor, the first this many bytes of
+// records are decoded on the reading thread, which trains the dictionary
+// before the workers start: every object is compressed as a list's are.
+constexpr size_t kSequentialHeadBytes = 4 << 20;
+
+// The objects section's decoder: the head (see kSequentialHeadBytes) on
+// the reading thread, the rest by `threads` workers. Called by the reading
+// thread only.
+class SectionDecoder {
+ public:
+  SectionDecoder(const TransformOptions& transform, int threads)
+      : transform_(transform),
+        threads_(threads),
+        head_limit_(threads > 0 && transform.compressor != nullptr
+                        ? kSequentialHeadBytes
+                        : 0),
+        head_(transform, 0) {}
+
+  // As ObjectBlockDecoder::Add.
+  bool Add(std::string payload, uint64_t first_record, uint64_t offset) {
+    if (tail_ == nullptr && (threads_ == 0 || head_bytes_ < head_limit_)) {
+      head_bytes_ += payload.size();
+      return head_.Add(std::move(payload), first_record, offset);
+    }
+    if (tail_ == nullptr) {
+      tail_ = std::make_unique<ObjectBlockDecoder>(transform_, threads_);
+    }
+    return tail_->Add(std::move(payload), first_record, offset);
+  }
+
+  // As ObjectBlockDecoder::Finish: the head's error comes first.
+  absl::StatusOr<std::vector<ObjectPtr>> Finish() {
+    absl::StatusOr<std::vector<ObjectPtr>> head = head_.Finish();
+    if (!head.ok() || tail_ == nullptr) return head;
+    absl::StatusOr<std::vector<ObjectPtr>> tail = tail_->Finish();
+    if (!tail.ok()) return tail.status();
+    head->insert(head->end(), std::make_move_iterator(tail->begin()),
+                 std::make_move_iterator(tail->end()));
+    return head;
+  }
+
+ private:
+  const TransformOptions& transform_;
+  const int threads_;
+  const size_t head_limit_;
+  size_t head_bytes_ = 0;
+  ObjectBlockDecoder head_;
+  std::unique_ptr<ObjectBlockDecoder> tail_;
+};
+
 // Stops the read: a block failed to decode (ObjectBlockDecoder::Finish has
 // the error to report).
 absl::Status DecodeFailed() { return absl::CancelledError("decode failed"); }
@@ -239,7 +293,7 @@ absl::Status ReadHeader(FrameReader& reader, const SnapshotIdentity& expected,
 absl::Status BeginSection(FrameReader& reader, const Frame& frame,
                           const TransformOptions& transform,
                           const SnapshotReadOptions& options, Section* section,
-                          std::unique_ptr<ObjectBlockDecoder>* decoder) {
+                          std::unique_ptr<SectionDecoder>* decoder) {
   sf::PayloadCursor cursor(frame.payload);
   absl::string_view name;
   if (!cursor.ReadString(&name) || !cursor.ReadVarint(&section->version) ||
@@ -266,7 +320,7 @@ absl::Status BeginSection(FrameReader& reader, const Frame& frame,
                                 std::thread::hardware_concurrency() > 1
                             ? std::max(options.decode_threads, 0)
                             : 0;
-    *decoder = std::make_unique<ObjectBlockDecoder>(transform, threads);
+    *decoder = std::make_unique<SectionDecoder>(transform, threads);
   }
   return absl::OkStatus();
 }
@@ -274,7 +328,7 @@ absl::Status BeginSection(FrameReader& reader, const Frame& frame,
 // Counts a RECORDS frame's records (checking that they fill it exactly) and
 // hands an objects block to the decoder.
 absl::Status ReadRecords(FrameReader& reader, const Frame& frame,
-                         Section* section, ObjectBlockDecoder* decoder) {
+                         Section* section, SectionDecoder* decoder) {
   const uint64_t first_record = section->records + 1;
   sf::PayloadCursor cursor(frame.payload);
   while (!cursor.done()) {
@@ -334,7 +388,7 @@ absl::Status CheckEnd(FrameReader& reader, const Frame& frame,
 // section's blocks go to `*decoder` (created at its SECTION_BEGIN).
 absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
                         const SnapshotReadOptions& options,
-                        std::unique_ptr<ObjectBlockDecoder>* decoder) {
+                        std::unique_ptr<SectionDecoder>* decoder) {
   Section section;
   bool in_section = false;
   uint64_t sections = 0;
@@ -378,7 +432,7 @@ absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
 // before anything ReadFrames found wrong after it, so its error wins.
 absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
                       const SnapshotReadOptions& options, LoadedSnapshot* out) {
-  std::unique_ptr<ObjectBlockDecoder> decoder;
+  std::unique_ptr<SectionDecoder> decoder;
   const absl::Status s = ReadFrames(reader, transform, options, &decoder);
   if (decoder == nullptr) return s;  // no objects section reached
   absl::StatusOr<std::vector<ObjectPtr>> objects = decoder->Finish();

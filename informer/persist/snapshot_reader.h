@@ -65,7 +65,10 @@ struct SnapshotReadOptions {
 // Threads: with options.decode_threads > 0, a snapshot of 2048 objects or
 // more is decoded by that many worker threads (Object::Parse is most of a
 // load's time) while the calling thread reads and verifies the next
-// blocks; they are joined before this returns.
+// blocks; they are joined before this returns. With a
+// transform.compressor, the first few MiB are decoded on the calling
+// thread all the same, so that the compressor trains its dictionary before
+// the workers run (objects compressed meanwhile would stay uncompressed).
 //
 // Thread-safe (no shared state); reads a file that a concurrent
 // WriteSnapshot replaces either whole, old or new (the writer renames).

@@ -551,8 +551,9 @@ absl::Status Sidecar::LoadSnapshots() {
     t.identity.label_selector = c.label_selector;
     t.identity.field_selector = c.field_selector;
     t.identity.metadata_only = c.metadata_only;
-    t.transform =
-        ResourceClientOptionsOf(c, options_.api_watch_idle_timeout).transform;
+    // The client's own transform: its compressor (one dictionary per
+    // resource) compresses the loaded objects as it does the listed ones.
+    t.transform = rc->transform();
     t.identity.transform = informer::TransformIdentity(t.transform);
     // Configured entries live as long as the registry.
     t.on_loaded = [e = entry.get()](absl::Time written) {

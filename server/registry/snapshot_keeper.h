@@ -56,6 +56,10 @@ class SnapshotKeeper {
     // Test and fault hook, passed to every write (see
     // informer::SnapshotWriteOptions::before_write).
     std::function<absl::Status(uint64_t offset, size_t size)> before_write;
+    // Threads decoding (and compressing) a snapshot's objects while the
+    // loading thread reads and verifies the file; 0: all on the loading
+    // thread (see informer::SnapshotReadOptions::decode_threads).
+    int decode_threads = 0;
   };
 
   // One informer and what its snapshot must match.
@@ -63,7 +67,10 @@ class SnapshotKeeper {
     informer::SharedIndexInformer* informer = nullptr;
     informer::SnapshotIdentity identity;
     // How its objects are decoded (to read a snapshot back as the
-    // informer would have decoded them).
+    // informer would have decoded them). Pass the informer's client's own
+    // transform: its compressor then compresses the loaded objects with
+    // the resource's one dictionary, as it does the listed ones (a second
+    // compressor would train and keep a second dictionary).
     informer::TransformOptions transform;
     // Called once the informer was given its snapshot, with the time the
     // snapshot was written (the stale state's seam, see StaleState).
