@@ -9,16 +9,23 @@
 // equals the server. Without the flag the same outage gives today's
 // behaviour: nothing served until the sync.
 
+#include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -58,6 +65,91 @@ int FreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
   return ntohs(addr.sin_port);
+}
+
+// Forwards the TCP connections made to 127.0.0.1:`from` to
+// 127.0.0.1:`to`, two threads per connection: an API server that comes up
+// on a port that refused connections until then (the same cluster, its
+// state kept, as after an outage). The destructor ends every connection.
+class PortForwarder {
+ public:
+  PortForwarder(int from, int to) : to_(to) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr = Loopback(from);
+    ok_ = bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) ==
+              0 &&
+          listen(listen_fd_, 64) == 0;
+    if (ok_) acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~PortForwarder() {
+    shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+    if (acceptor_.joinable()) acceptor_.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+    for (std::thread& t : pumps_) t.join();
+    for (int fd : fds_) close(fd);
+    close(listen_fd_);
+  }
+  // Bound and listening.
+  bool ok() const { return ok_; }
+
+ private:
+  static sockaddr_in Loopback(int port) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    return addr;
+  }
+  static void Pump(int in, int out) {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = read(in, buf, sizeof(buf));
+      if (n <= 0) break;
+      for (ssize_t done = 0; done < n;) {
+        const ssize_t w = write(out, buf + done, n - done);
+        if (w <= 0) return;
+        done += w;
+      }
+    }
+    shutdown(out, SHUT_WR);
+  }
+  void Accept() {
+    for (;;) {
+      const int client = accept(listen_fd_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr = Loopback(to_);
+      if (connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+          0) {
+        close(server);
+        close(client);
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      fds_.push_back(client);
+      fds_.push_back(server);
+      pumps_.emplace_back([client, server] { Pump(client, server); });
+      pumps_.emplace_back([client, server] { Pump(server, client); });
+    }
+  }
+
+  const int to_;
+  int listen_fd_ = -1;
+  bool ok_ = false;
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> pumps_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 // "TYPE name" of a Watch event ("TYPE" for a marker), " stale" appended
@@ -117,6 +209,23 @@ class StaleStartE2eTest : public ::testing::Test {
             "--http_listen=127.0.0.1:0"};
   }
 
+  // A kubeconfig for an API server on `port` of loopback.
+  std::string KubeconfigFor(int port) {
+    const std::string dir = absl::StrCat(work_, "/down-", port);
+    std::filesystem::create_directories(dir);
+    absl::StatusOr<std::string> k =
+        WriteKubeconfig(dir, absl::StrCat("http://127.0.0.1:", port));
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() ? *k : std::string();
+  }
+
+  // The sidecar's flags with `kubeconfig` instead of the emulator's.
+  std::vector<std::string> FlagsFor(const std::string& kubeconfig) {
+    std::vector<std::string> flags = Flags();
+    flags[0] = "--kubeconfig=" + kubeconfig;
+    return flags;
+  }
+
   // A first run that lists everything and writes its snapshot at SIGTERM,
   // then changes made while no sidecar runs.
   void SnapshotThenChange() {
@@ -153,12 +262,19 @@ class StaleStartE2eTest : public ::testing::Test {
   std::unique_ptr<SidecarProcess> StartCutOff(int upstream, bool serve_stale,
                                               int* http) {
     std::vector<std::string> flags = Flags();
-    const std::string ports = work_ + "/ports";
     flags.push_back(
         absl::StrCat("--cache_upstream=http://127.0.0.1:", upstream));
+    if (serve_stale) flags.push_back("--serve_stale_on_start");
+    return StartUnsynced(std::move(flags), http);
+  }
+
+  // Starts a sidecar with `flags` without waiting for SERVING; its HTTP
+  // port in *http.
+  std::unique_ptr<SidecarProcess> StartUnsynced(std::vector<std::string> flags,
+                                                int* http) {
+    const std::string ports = work_ + "/ports";
     flags.push_back("--ports_file=" + ports);
     flags.push_back("--print_events=false");
-    if (serve_stale) flags.push_back("--serve_stale_on_start");
     SidecarProcess::Options options;
     options.flags = std::move(flags);
     options.wait_serving = false;
@@ -318,6 +434,191 @@ TEST_F(StaleStartE2eTest, WithoutServeStaleTheOutageServesNothing) {
   EXPECT_FALSE(lr.resources(0).stale());
   EXPECT_FALSE(lr.resources(0).synced());
   EXPECT_EQ(b->Terminate(), 0);
+}
+
+// The Watch events up to FRESH, bookmarks left out, FRESH last and the
+// others sorted.
+std::vector<std::string> ReadUntilFresh(
+    grpc::ClientReader<v1::WatchResponse>* reader) {
+  std::vector<std::string> got;
+  v1::WatchResponse resp;
+  while (got.empty() || got.back() != "FRESH") {
+    if (!reader->Read(&resp)) break;
+    for (const v1::Event& e : resp.events()) {
+      if (e.type() != v1::EVENT_TYPE_BOOKMARK) got.push_back(Describe(e));
+    }
+  }
+  if (!got.empty() && got.back() == "FRESH") {
+    std::sort(got.begin(), got.end() - 1);
+  }
+  return got;
+}
+
+TEST_F(StaleStartE2eTest, ServedStaleWithTheApiServerDownFromTheStart) {
+  ASSERT_NO_FATAL_FAILURE(SnapshotThenChange());
+  // Discovery and the cluster identity fail too: nothing listens there.
+  const int port = FreePort();
+  std::vector<std::string> flags = FlagsFor(KubeconfigFor(port));
+  flags.push_back("--serve_stale_on_start");
+  int http = 0;
+  std::unique_ptr<SidecarProcess> b = StartUnsynced(std::move(flags), &http);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(MetricBecomes(http, kStale, 1));
+  auto stub = v1::Informer::NewStub(b->NewChannel());
+  {
+    grpc::ClientContext ctx;
+    v1::ListResourcesResponse resp;
+    ASSERT_TRUE(
+        stub->ListResources(&ctx, v1::ListResourcesRequest(), &resp).ok());
+    ASSERT_EQ(resp.resources_size(), 1);
+    EXPECT_EQ(resp.resources(0).resource(), "configmaps");
+    EXPECT_TRUE(resp.resources(0).stale());
+    EXPECT_FALSE(resp.resources(0).synced());
+    EXPECT_EQ(resp.resources(0).object_count(), kObjects);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::seconds(120));
+  v1::WatchRequest req;
+  req.set_resource("configmaps");
+  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+      stub->Watch(&ctx, req);
+  int initial = 0;
+  std::string done;
+  v1::WatchResponse resp;
+  while (done.empty()) {
+    ASSERT_TRUE(reader->Read(&resp));
+    for (const v1::Event& e : resp.events()) {
+      if (e.initial()) ++initial;
+      if (e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) done = Describe(e);
+    }
+  }
+  EXPECT_EQ(initial, kObjects);
+  EXPECT_EQ(done, "INITIAL_STATE_DONE stale");
+
+  // The API server comes up on that port (the same cluster, changed).
+  PortForwarder up(port, emulator_->port());
+  ASSERT_TRUE(up.ok()) << "port " << port << " was taken meanwhile";
+  EXPECT_EQ(ReadUntilFresh(reader.get()),
+            (std::vector<std::string>{"ADDED new-a", "DELETED cm-000007",
+                                      "MODIFIED cm-000003", "FRESH"}));
+  EXPECT_TRUE(MetricBecomes(http, kStale, 0));
+  absl::StatusOr<ObjectVersions> want =
+      GetEmulatorState(emulator_->port(), "configmaps");
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_TRUE(
+      WaitForConvergence(b->NewChannel(), "configmaps", *want, kConverge).ok());
+  ctx.TryCancel();
+  while (reader->Read(&resp)) {
+  }
+  EXPECT_EQ(b->Terminate(), 0);
+  const std::string log = ReadFile(work_ + "/second.log");
+  EXPECT_TRUE(absl::StrContains(log,
+                                "using the group and version of its "
+                                "snapshot, v1"))
+      << log;
+  EXPECT_TRUE(absl::StrContains(log,
+                                "trusts the snapshots' own cluster "
+                                "identity, uid:"))
+      << log;
+}
+
+TEST_F(StaleStartE2eTest, AnotherClusterOnThatPortEndsItForAColdStart) {
+  ASSERT_NO_FATAL_FAILURE(SnapshotThenChange());
+  const int port = FreePort();
+  const std::string kubeconfig = KubeconfigFor(port);
+  std::vector<std::string> flags = FlagsFor(kubeconfig);
+  flags.push_back("--serve_stale_on_start");
+  int http = 0;
+  std::unique_ptr<SidecarProcess> b = StartUnsynced(flags, &http);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(MetricBecomes(http, kStale, 1));
+
+  // Another cluster (its own kube-system uid) comes up on that port.
+  absl::StatusOr<std::string> bin = FindRunfile("emulator/kube_emulator");
+  ASSERT_TRUE(bin.ok()) << bin.status();
+  absl::StatusOr<std::unique_ptr<EmulatorProcess>> other =
+      EmulatorProcess::Start(*bin, {"--seed_configmaps=5"}, /*quiet=*/true);
+  ASSERT_TRUE(other.ok()) << other.status();
+  httplib::Client cli("127.0.0.1", (*other)->port());
+  httplib::Result ns = cli.Post(
+      "/api/v1/namespaces",
+      R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system"}})",
+      "application/json");
+  ASSERT_TRUE(ns);
+  ASSERT_EQ(ns->status, 201) << ns->body;
+  PortForwarder up(port, (*other)->port());
+  ASSERT_TRUE(up.ok()) << "port " << port << " was taken meanwhile";
+  absl::StatusOr<std::string> said = WaitForFile(
+      work_ + "/second.log",
+      [](const std::string& c) {
+        return absl::StrContains(c, "is another cluster");
+      },
+      absl::Seconds(60));
+  ASSERT_TRUE(said.ok()) << said.status();
+  // It shuts down by itself, in order (Terminate then only reaps it); its
+  // stale informer never synced with the other cluster.
+  said = WaitForFile(
+      work_ + "/second.log",
+      [](const std::string& c) {
+        return absl::StrContains(c, "informer_sidecar: stopped");
+      },
+      absl::Seconds(60));
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(b->Terminate(), 0);
+
+  // The next start reads that cluster's identity and lists it cold.
+  absl::StatusOr<PortedSidecar> c = StartPortedSidecar(
+      sidecar_bin_, FlagsFor(kubeconfig), work_ + "/third.log",
+      /*quiet=*/false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<ObjectVersions> want =
+      GetEmulatorState((*other)->port(), "configmaps");
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_TRUE(WaitForConvergence(c->process->NewChannel(), "configmaps", *want,
+                                 kConverge)
+                  .ok());
+  EXPECT_EQ(c->process->Terminate(), 0);
+  const std::string log = ReadFile(work_ + "/third.log");
+  EXPECT_TRUE(absl::StrContains(log, "snapshot not used")) << log;
+}
+
+TEST_F(StaleStartE2eTest, WithoutServeStaleAnUnreachableApiServerIsFatal) {
+  ASSERT_NO_FATAL_FAILURE(SnapshotThenChange());
+  const int port = FreePort();
+  std::vector<std::string> args = {sidecar_bin_};
+  for (const std::string& f : FlagsFor(KubeconfigFor(port))) args.push_back(f);
+  args.push_back("--grpc_listen=127.0.0.1:0");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string log = work_ + "/off.log";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, sidecar_bin_.c_str(), &actions, nullptr,
+                        argv.data(), environ),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "the sidecar kept running: " << ReadFile(log);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  const std::string text = ReadFile(log);
+  EXPECT_TRUE(absl::StrContains(
+      text, absl::StrCat("The connection to the server 127.0.0.1:", port,
+                         " was refused")))
+      << text;
 }
 
 }  // namespace

@@ -481,4 +481,36 @@ absl::StatusOr<LoadedSnapshot> ReadSnapshot(
                           options);
 }
 
+absl::StatusOr<SnapshotIdentity> ReadSnapshotFileIdentity(
+    const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return SnapshotError(SnapshotProblem::kMissing,
+                           absl::StatusCode::kNotFound, path,
+                           "no snapshot file");
+    }
+    return SnapshotIoError(path, "opening the file", errno);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return SnapshotIoError(path, "fstat", err);
+  }
+  FrameReader reader(path, fd, static_cast<uint64_t>(st.st_size));
+  absl::Status s = reader.ReadPrologue();
+  if (!s.ok()) return s;
+  Frame frame;
+  s = reader.NextFrame(&frame);
+  if (!s.ok()) return s;
+  if (frame.type != sf::kHeaderFrame) {
+    return reader.Malformed(absl::StrCat(
+        "the first frame is ", FrameName(frame.type), ", not HEADER"));
+  }
+  absl::StatusOr<sf::Header> header = sf::DecodeHeader(frame.payload);
+  if (!header.ok()) return reader.Malformed(header.status().message());
+  return std::move(header->identity);
+}
+
 }  // namespace informer

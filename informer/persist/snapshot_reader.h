@@ -81,6 +81,14 @@ absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
     const std::string& path, const SnapshotIdentity& expected,
     const TransformOptions& transform, const SnapshotReadOptions& options = {});
 
+// The identity recorded in the snapshot file at `path`, read from its
+// prologue and HEADER frame only: the rest of the file is neither read nor
+// verified (ReadSnapshotFile still checks all of it before anything of it
+// is used). For a sidecar that cannot ask its API server which resources
+// and which cluster its cache directory holds. Errors as ReadSnapshotFile's.
+absl::StatusOr<SnapshotIdentity> ReadSnapshotFileIdentity(
+    const std::string& path);
+
 }  // namespace informer
 
 #endif  // INFORMER_PERSIST_SNAPSHOT_READER_H_

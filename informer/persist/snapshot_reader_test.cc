@@ -62,6 +62,26 @@ TEST(SnapshotReaderTest, AMissingFileIsNotFound) {
                 dir + "/configmaps.snapshot");
 }
 
+TEST(SnapshotReaderTest, TheIdentityIsReadFromTheHeaderAlone) {
+  std::string path;
+  SmallSnapshot(&path);
+  absl::StatusOr<SnapshotIdentity> id = ReadSnapshotFileIdentity(path);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_TRUE(*id == ConfigMapsIdentity());
+  // Damage past the header is not its concern (the full read catches it).
+  std::string bytes = ReadAll(path);
+  bytes.resize(bytes.size() - 10);
+  WriteAll(path, bytes);
+  EXPECT_TRUE(ReadSnapshotFileIdentity(path).ok());
+  ExpectProblem(ReadSnapshotFileIdentity(path + ".none").status(),
+                SnapshotProblem::kMissing, absl::StatusCode::kNotFound,
+                "no snapshot file", path);
+  WriteAll(path, "not a snapshot");
+  ExpectProblem(
+      ReadSnapshotFileIdentity(path).status(), SnapshotProblem::kNotSnapshot,
+      absl::StatusCode::kInvalidArgument, "not a snapshot file", path);
+}
+
 TEST(SnapshotReaderTest, AnEmptyFileIsTruncated) {
   const std::string path = MakeTempDir() + "/configmaps.snapshot";
   WriteAll(path, "");

@@ -31,9 +31,11 @@
 #include "server/ops/grpc_metrics_interceptor.h"
 #include "server/ops/http_server.h"
 #include "server/ops/metrics.h"
+#include "server/registry/cluster_gate.h"
 #include "server/registry/cluster_identity.h"
 #include "server/registry/informer_registry.h"
 #include "server/registry/resource_resolver.h"
+#include "server/registry/snapshot_fallback.h"
 #include "server/registry/snapshot_keeper.h"
 #include "server/security/authz.h"
 #include "server/security/tls_config.h"
@@ -334,6 +336,73 @@ absl::Status Sidecar::SetUpSecurity(bool lazy) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Reads the API server's cluster identity for the gate; another cluster
+// than the snapshots' ends the process in order (as SIGTERM does): its
+// informers never synced, so no snapshot is written over, and the next
+// start reads the identity, rejects the snapshots and lists cold.
+std::unique_ptr<ClusterCheck> NewClusterCheck(
+    informer::client::HttpTransport* transport) {
+  return std::make_unique<ClusterCheck>(
+      [transport] { return ReadClusterIdentity(transport); },
+      [](const std::string& actual) {
+        LOG(ERROR) << "informer_sidecar: the API server is another cluster ("
+                   << actual
+                   << ") than the one the snapshots were trusted for: "
+                      "shutting down; the next start lists cold";
+        kill(getpid(), SIGTERM);
+      });
+}
+
+// The ResourceClient behind an informer's source (through the cluster
+// gate), or null.
+const informer::client::ResourceClient* ResourceClientOf(
+    const informer::ListerWatcher* source) {
+  if (const auto* gated = dynamic_cast<const ClusterGatedSource*>(source)) {
+    source = gated->inner();
+  }
+  return dynamic_cast<const informer::client::ResourceClient*>(source);
+}
+
+}  // namespace
+
+ResourceResolver* Sidecar::ReadSnapshotIdentities() {
+  if (!options_.serve_stale_on_start || snapshots_ == nullptr) {
+    return resolver_.get();
+  }
+  snapshot_ids_ = std::make_unique<SnapshotIdentities>(
+      SnapshotIdentities::Read(snapshots_->dir()));
+  fallback_resolver_ = std::make_unique<SnapshotFallbackResolver>(
+      resolver_.get(), snapshot_ids_.get());
+  cluster_check_ = NewClusterCheck(kube_->transport());
+  return fallback_resolver_.get();
+}
+
+absl::StatusOr<std::string> Sidecar::ClusterFromSnapshots(
+    const absl::Status& unread) {
+  if (snapshot_ids_ == nullptr || !IsApiServerUnreachable(unread)) {
+    return unread;
+  }
+  absl::StatusOr<std::string> cluster = snapshot_ids_->Cluster();
+  if (!cluster.ok()) {
+    LOG(WARNING) << "informer_sidecar: no cluster identity in the snapshots "
+                    "either: "
+                 << cluster.status().message();
+    return unread;
+  }
+  // Only this sidecar writes this directory (its lock), so the snapshots
+  // are of the cluster it was last configured for; no list or watch runs
+  // before the API server confirmed it (cluster_check_).
+  LOG(WARNING) << "informer_sidecar: cannot tell which cluster this is ("
+               << unread.message()
+               << "): --serve_stale_on_start trusts the snapshots' own "
+                  "cluster identity, "
+               << *cluster;
+  cluster_check_->Trust(*cluster);
+  return cluster;
+}
+
 absl::Status Sidecar::CreateRegistry() {
   // The demo with nothing configured serves its seeded resources from the
   // start (so the first events show at once) and others lazily.
@@ -358,7 +427,7 @@ absl::Status Sidecar::CreateRegistry() {
       options_.watch_list == SidecarOptions::WatchList::kOn;
   registry_options.serve_stale_on_start = options_.serve_stale_on_start;
   resolver_ = std::make_unique<DiscoveryResolver>(kube_->discovery());
-  registry_options.resolver = resolver_.get();
+  registry_options.resolver = ReadSnapshotIdentities();
   if (registry_options.allow_unlisted) {
     LOG(INFO) << "informer_sidecar: lazy mode: informers for resources not "
                  "configured start on first request and stop after "
@@ -382,10 +451,13 @@ absl::Status Sidecar::CreateRegistry() {
   absl::StatusOr<std::unique_ptr<InformerRegistry>> registry =
       InformerRegistry::Create(
           std::move(configs),
-          [client, lists, allow_secrets, watch_idle](const ResourceConfig& c)
+          [client, lists, allow_secrets, watch_idle,
+           snapshot_ids = snapshot_ids_.get(),
+           check = cluster_check_.get()](const ResourceConfig& c)
               -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
             absl::StatusOr<informer::client::ApiResource> resource =
-                client->discovery()->Resolve(c.resource);
+                ResolveOrFromSnapshot(client->discovery(), snapshot_ids,
+                                      c.resource);
             if (!resource.ok()) return resource.status();
             auto rc = std::make_unique<informer::client::ResourceClient>(
                 lists, *std::move(resource), c.namespace_,
@@ -396,6 +468,10 @@ absl::Status Sidecar::CreateRegistry() {
               return absl::InvalidArgumentError(
                   "it is the Secrets resource, withheld unless "
                   "--allow_secrets is set");
+            }
+            if (check != nullptr) {
+              return std::unique_ptr<informer::ListerWatcher>(
+                  std::make_unique<ClusterGatedSource>(std::move(rc), check));
             }
             return std::unique_ptr<informer::ListerWatcher>(std::move(rc));
           },
@@ -523,6 +599,7 @@ absl::Status Sidecar::LoadSnapshots() {
   }
   // Read once: every snapshot of this sidecar carries it.
   absl::StatusOr<std::string> cluster = ReadClusterIdentity(kube_->transport());
+  if (!cluster.ok()) cluster = ClusterFromSnapshots(cluster.status());
   if (!cluster.ok()) {
     // Without it no snapshot can be trusted: every informer starts cold,
     // and snapshots are still written (under the fallback identity).
@@ -537,8 +614,7 @@ absl::Status Sidecar::LoadSnapshots() {
       cluster.ok() ? *cluster
                    : FallbackClusterIdentity(kube_->transport()->config());
   for (const auto& entry : registry_->entries()) {
-    const auto* rc = dynamic_cast<const informer::client::ResourceClient*>(
-        entry->source.get());
+    const auto* rc = ResourceClientOf(entry->source.get());
     if (rc == nullptr || entry->lazy) continue;
     const ResourceConfig& c = entry->config;
     SnapshotKeeper::Target t;

@@ -29,12 +29,16 @@ class KubeClient;
 namespace server {
 
 class Authorizer;
+class ClusterCheck;
 class DiscoveryResolver;
 class EventRecording;
 class HttpServer;
 class InformerRegistry;
+class ResourceResolver;
 class SidecarMetrics;
 class SidecarServer;
+class SnapshotFallbackResolver;
+class SnapshotIdentities;
 class SnapshotKeeper;
 class WorkQueueService;
 namespace metrics {
@@ -91,6 +95,12 @@ class Sidecar {
   // --cache_dir: each configured informer's snapshot identity, and its
   // snapshot loaded into it (before any informer starts).
   absl::Status LoadSnapshots();
+  // --serve_stale_on_start with --cache_dir: what the snapshots say about
+  // the resources (when discovery cannot reach the API server) and about
+  // the cluster (when its identity cannot be read). Returns the resolver
+  // the registry uses: resolver_, or the fallback over it.
+  ResourceResolver* ReadSnapshotIdentities();
+  absl::StatusOr<std::string> ClusterFromSnapshots(const absl::Status& unread);
   // --cache_dir: the last snapshots, before the informers stop.
   void WriteSnapshotsAtShutdown();
   absl::Status StartServer();
@@ -114,6 +124,13 @@ class Sidecar {
   // there is no upstream or it is the only connection (then kube_ is it).
   std::unique_ptr<informer::client::KubeClient> upstream_;
   std::unique_ptr<DiscoveryResolver> resolver_;
+  // Null without --serve_stale_on_start and --cache_dir; else every
+  // resolution goes through fallback_resolver_.
+  std::unique_ptr<SnapshotIdentities> snapshot_ids_;
+  std::unique_ptr<SnapshotFallbackResolver> fallback_resolver_;
+  // With snapshot_ids_: gates every informer's source until the API server
+  // confirmed a cluster identity trusted from the snapshots.
+  std::unique_ptr<ClusterCheck> cluster_check_;
   std::unique_ptr<Authorizer> authorizer_;
   // Null: insecure.
   std::shared_ptr<grpc::ServerCredentials> credentials_;
