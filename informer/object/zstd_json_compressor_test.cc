@@ -271,6 +271,18 @@ TEST(ZstdJsonCompressorTest, ManyThreadsBuildReadAndRetrain) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(mismatches.load(), 0);
+  // Whether a retrain asked for by the threads above finished its sample
+  // depends on how they were scheduled (one asked late has too few objects
+  // left). Ask once more and feed one thread until a sample completes, so
+  // that a second dictionary is trained whatever the schedule was.
+  compressor->Retrain();
+  for (size_t i = 0; i < CapturedPods().size() &&
+                     compressor->stats().dictionaries_trained < 2;
+       ++i) {
+    auto obj = Object::Parse(CapturedPods()[i], transform);
+    ASSERT_TRUE(obj.ok()) << obj.status();
+    EXPECT_EQ((*obj)->json(), CapturedPods()[i]);
+  }
   EXPECT_GE(compressor->stats().dictionaries_trained, 2u);
 }
 
@@ -283,6 +295,14 @@ TEST(ZstdJsonCompressorTest, DecodersCompressWithTheTransformsCompressor) {
   auto compressor = std::make_shared<ZstdJsonCompressor>(SmallOptions());
   TransformOptions transform;
   transform.compressor = compressor;
+  // Trained first, on this thread: objects a worker decodes while another
+  // trains the dictionary stay as they are, and how many those are depends
+  // on the schedule. With the dictionary ready, every object is compressed.
+  for (const std::string& json : CapturedPods()) {
+    if (compressor->stats().dictionaries_trained >= 1) break;
+    ASSERT_TRUE(Object::Parse(json, transform).ok());
+  }
+  ASSERT_GE(compressor->stats().dictionaries_trained, 1u);
   StreamingListDecoder::Options options;
   options.decode_threads = 2;
   StreamingListDecoder decoder(transform, options);
@@ -298,7 +318,7 @@ TEST(ZstdJsonCompressorTest, DecodersCompressWithTheTransformsCompressor) {
     EXPECT_EQ(list->items[i]->json(), CapturedPods()[i]);
     compressed += list->items[i]->compressed() ? 1 : 0;
   }
-  EXPECT_GE(compressed, 800u);
+  EXPECT_EQ(compressed, list->items.size());
 
   const std::string line =
       absl::StrCat(R"({"type":"MODIFIED","object":)", CapturedPods()[5], "}");
