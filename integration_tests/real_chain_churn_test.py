@@ -12,20 +12,15 @@ facade. Every wait polls a condition against a deadline.
 """
 
 import json
-import os
 import random
-import subprocess
 import sys
-import tempfile
 import threading
 import unittest
 import urllib.error
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_sidecar import AuditLog, RealSidecar
 
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
+import control_plane  # noqa: E402  (on sys.path through real_sidecar)
 
 NS = "chain"
 SEED = 30
@@ -94,47 +89,24 @@ class Churn:
         self.thread.join(timeout=60)
 
 
-class ChainedSidecarsUnderChurnTest(unittest.TestCase):
+class ChainedSidecarsUnderChurnTest(real_sidecar.ClusterTest):
+
+    CLUSTER_PREFIX = "rkch"
+    CLUSTER_AUDIT = True
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rkch", dir="/tmp")
-        cls.pb = smoke.generate_messages(cls.tmp)
-        cls.audit = AuditLog(cls.tmp)
-        cls.cp = control_plane.ControlPlane(
-            os.environ["REALKUBE_BIN"],
-            extra_apiserver_flags=cls.audit.flags())
-        cls.cp.start()
-        cls.node = cls.pod = cls.churn = None
-        try:
-            cls.cp.bind_cluster_role(control_plane.UNPRIVILEGED_USER, "view")
-            cls.cp.create_namespace(NS)
-            for i in range(SEED):
-                cls.cp.api("POST", "/api/v1/namespaces/%s/configmaps" % NS,
-                           {"metadata": {"name": "seed-%02d" % i},
-                            "data": {"v": str(i)}})
-            cls.facade_port = control_plane.free_port()
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.churn is not None:
-            cls.churn.stop()
-        for sidecar in (cls.pod, cls.node):
-            if sidecar is not None:
-                sidecar.stop()
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
+    def populate(cls):
+        cls.cluster.view_namespace(NS)
+        cls.cluster.create_configmaps(NS, [
+            {"metadata": {"name": "seed-%02d" % i}, "data": {"v": str(i)}}
+            for i in range(SEED)])
+        cls.facade_port = control_plane.free_port()
 
     def start_node(self, run):
-        node = RealSidecar(
-            os.path.join(self.tmp, "node-%d" % run), self.cp.user_kubeconfig,
+        self.node = self.cluster.sidecar(
+            "node-%d" % run,
             ["--resources=configmaps", "--namespace=" + NS,
              "--kube_api_listen=127.0.0.1:%d" % self.facade_port])
-        type(self).node = node
-        return node.start()
 
     def churn_on(self, what):
         target = self.churn.count() + OPS_PER_STEP
@@ -159,15 +131,14 @@ class ChainedSidecarsUnderChurnTest(unittest.TestCase):
 
     def test_the_chained_cache_ends_equal_to_the_server(self):
         self.start_node(0)
-        pod = RealSidecar(
-            os.path.join(self.tmp, "pod"), self.cp.admin_kubeconfig,
-            ["--resources=configmaps", "--namespace=" + NS,
-             "--cache_upstream=http://127.0.0.1:%d" % self.facade_port])
-        type(self).pod = pod
-        pod.start()
+        pod = self.cluster.sidecar(
+            "pod", ["--resources=configmaps", "--namespace=" + NS,
+                    "--cache_upstream=http://127.0.0.1:%d" % self.facade_port],
+            kubeconfig=self.cp.admin_kubeconfig)
         pid = pod.process.pid
         names = ["seed-%02d" % i for i in range(SEED)]
-        type(self).churn = self.churn = Churn(self.cp, names).start()
+        self.churn = Churn(self.cp, names).start()
+        self.cluster.on_close(self.churn.stop)
 
         self.churn_on("before any restart")
         self.node.stop()

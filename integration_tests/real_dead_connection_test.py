@@ -33,16 +33,11 @@ import json
 import os
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_sidecar import RealSidecar
-
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
 
 NS = "dead-conn"
 RELISTS = "informer_sidecar_informer_relists_total"
@@ -220,12 +215,8 @@ def setUpModule():
 class DeadConnectionAgainstRealServerTest(unittest.TestCase):
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="rkdead", dir="/tmp")
-        self.pb = smoke.generate_messages(self.tmp)
-        self.cp = control_plane.ControlPlane(os.environ["REALKUBE_BIN"])
-        self.cp.start()
-        self.cp.bind_cluster_role(control_plane.UNPRIVILEGED_USER, "view")
-        self.cp.create_namespace(NS)
+        self.addCleanup(real_sidecar.Cluster("rkdead").attach(self).close)
+        self.cluster.view_namespace(NS)
         for i in range(5):
             self.create("cm-%d" % i)
         self.relay = Relay(self.cp.port)
@@ -242,8 +233,6 @@ class DeadConnectionAgainstRealServerTest(unittest.TestCase):
         if self.sidecar is not None:
             self.sidecar.stop()
         self.relay.close()
-        self.cp.stop()
-        subprocess.run(["rm", "-rf", self.tmp], check=False)
 
     def create(self, name):
         self.cp.api("POST", "/api/v1/namespaces/%s/configmaps" % NS,
@@ -251,17 +240,12 @@ class DeadConnectionAgainstRealServerTest(unittest.TestCase):
 
     def start_sidecar(self, flags):
         """The sidecar, as the user with `view`, through the relay."""
-        with open(self.cp.user_kubeconfig) as f:
-            text = f.read()
-        self.assertIn(self.cp.server, text)
-        kubeconfig = os.path.join(self.tmp, "relay.kubeconfig")
-        with open(kubeconfig, "w") as f:
-            f.write(text.replace(self.cp.server,
-                                 "https://127.0.0.1:%d" % self.relay.port))
-        self.sidecar = RealSidecar(
-            os.path.join(self.tmp, "sidecar"), kubeconfig,
-            ["--resources=configmaps", "--namespace=" + NS] +
-            flags).start()
+        kubeconfig = real_sidecar.kubeconfig_through(
+            self.cp, self.relay.port,
+            os.path.join(self.tmp, "relay.kubeconfig"))
+        self.sidecar = self.cluster.sidecar(
+            "sidecar", ["--resources=configmaps", "--namespace=" + NS] + flags,
+            kubeconfig=kubeconfig)
         real_sidecar.wait_for(self.cache_matches_server, "the initial sync")
 
     def cache_matches_server(self):

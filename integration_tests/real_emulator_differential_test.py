@@ -23,18 +23,15 @@ import re
 import socket
 import ssl
 import subprocess
-import tempfile
 import threading
-import time
 import unittest
 import urllib.error
 import urllib.parse
 import urllib.request
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
 
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
+import control_plane  # noqa: E402  (on sys.path through real_sidecar)
 
 NS = "differential"
 CM = "/api/v1/namespaces/%s/configmaps" % NS
@@ -426,44 +423,43 @@ def normalize_events(server, code, lines, plain_bookmarks=False):
     return {"code": code, "events": collapsed}
 
 
-class EmulatorAgainstRealServerTest(unittest.TestCase):
+class EmulatorAgainstRealServerTest(real_sidecar.ClusterTest):
+
+    CLUSTER_PREFIX = "rkdiff"
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rkdiff", dir="/tmp")
-        cls.emulator = None
-        cls.cp = control_plane.ControlPlane(os.environ["REALKUBE_BIN"])
-        try:
-            cls.cp.start()
-            port_file = os.path.join(cls.tmp, "port")
-            cls.emulator = subprocess.Popen(
-                [smoke.runfile("emulator/kube_emulator"), "--port=0",
-                 "--server_version=1.37",
-                 "--print_port_file=" + port_file,
-                 "--token=%s:admin,%s:%s:deny" % (
-                     cls.cp.admin_token, cls.cp.user_token,
-                     control_plane.UNPRIVILEGED_USER)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            tokens = {"admin": cls.cp.admin_token, "user": cls.cp.user_token,
-                      "bogus": "bogus-token"}
-            cls.real = Server("real", cls.cp.server, tokens,
-                              ssl.create_default_context(
-                                  cafile=cls.cp.ca_file))
-            cls.emu = Server("emulator", "http://127.0.0.1:%s" %
-                             real_sidecar.wait_for(
-                                 lambda: read_port(port_file),
-                                 "the emulator's port"), tokens)
-            cls.cp.create_namespace(NS)
-            cls.emu.request("POST", "/api/v1/namespaces",
-                            {"metadata": {"name": NS}})
-            for server in (cls.real, cls.emu):
-                cls.populate(server)
-        except BaseException:
-            cls.tearDownClass()
-            raise
+    def populate(cls):
+        port_file = os.path.join(cls.tmp, "port")
+        cls.emulator = subprocess.Popen(
+            [real_sidecar.runfile("emulator/kube_emulator"), "--port=0",
+             "--server_version=1.37",
+             "--print_port_file=" + port_file,
+             "--token=%s:admin,%s:%s:deny" % (
+                 cls.cp.admin_token, cls.cp.user_token,
+                 control_plane.UNPRIVILEGED_USER)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cls.cluster.on_close(cls.stop_emulator)
+        tokens = {"admin": cls.cp.admin_token, "user": cls.cp.user_token,
+                  "bogus": "bogus-token"}
+        cls.real = Server("real", cls.cp.server, tokens,
+                          ssl.create_default_context(cafile=cls.cp.ca_file))
+        cls.emu = Server("emulator", "http://127.0.0.1:%s" %
+                         real_sidecar.wait_for(
+                             lambda: read_port(port_file),
+                             "the emulator's port"), tokens)
+        cls.cp.create_namespace(NS)
+        cls.emu.request("POST", "/api/v1/namespaces",
+                        {"metadata": {"name": NS}})
+        for server in (cls.real, cls.emu):
+            cls.populate_server(server)
 
     @classmethod
-    def populate(cls, server):
+    def stop_emulator(cls):
+        cls.emulator.terminate()
+        cls.emulator.wait(timeout=30)
+
+    @classmethod
+    def populate_server(cls, server):
         """The marker, then cm-0..cm-4 (labels app=b, a, b, a, b)."""
         for i, name in enumerate(["marker"] + NAMES):
             body = {"metadata": {"name": name}, "data": {"n": "x"}}
@@ -480,14 +476,6 @@ class EmulatorAgainstRealServerTest(unittest.TestCase):
 
         _, _, text = server.request("GET", CM + "?limit=2")
         server.continue_token = json.loads(text)["metadata"]["continue"]
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.emulator is not None:
-            cls.emulator.terminate()
-            cls.emulator.wait(timeout=30)
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
 
     def compare(self, answers, known):
         """answers: name -> (real, emulator), both normalised."""

@@ -21,73 +21,38 @@ writes are its only API requests. Every wait polls a condition against a
 deadline.
 """
 
-import importlib
 import json
 import os
-import subprocess
-import sys
-import tempfile
 import unittest
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_sidecar import AuditLog, RealSidecar
-
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
 
 NS = "real-events"
-USER = control_plane.UNPRIVILEGED_USER
+USER = real_sidecar.USER
 POD_NAME = "checkout-7d4b9c8f5-xz2lq"
 COMPONENT = "real-events-test"
 COMBINED = "(combined from similar events): "
 
 
-def generate_events_messages(out_dir):
-    proto = smoke.runfile("proto/informer/v1/events.proto")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(proto)))
-    subprocess.run(["protoc", "-I", root, "-I", "/usr/include",
-                    "--python_out=" + out_dir, "informer/v1/events.proto"],
-                   check=True)
-    if out_dir not in sys.path:
-        sys.path.insert(0, out_dir)
-    return importlib.import_module("informer.v1.events_pb2")
+class EventsOnRealServerTest(real_sidecar.ClusterTest):
 
-
-class EventsOnRealServerTest(unittest.TestCase):
+    CLUSTER_PREFIX = "rkev"
+    CLUSTER_AUDIT = True
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rkev", dir="/tmp")
-        cls.ev = generate_events_messages(cls.tmp)
-        cls.bin_dir = os.environ["REALKUBE_BIN"]
-        cls.audit = AuditLog(cls.tmp)
-        cls.cp = control_plane.ControlPlane(
-            cls.bin_dir, extra_apiserver_flags=cls.audit.flags())
-        cls.cp.start()
-        cls.sidecar = None
-        try:
-            cls.grant_event_writes()
-            cls.cp.create_namespace(NS)
-            cls.pod = cls.cp.api(
-                "POST", "/api/v1/namespaces/%s/pods" % NS,
-                {"metadata": {"name": "web-0"},
-                 "spec": {"containers": [{"name": "web",
-                                          "image": "example.invalid/x"}]}})
-            # The downward API's POD_NAME: reportingInstance and source.host.
-            os.environ["POD_NAME"] = POD_NAME
-            cls.sidecar = RealSidecar(
-                os.path.join(cls.tmp, "sidecar"), cls.cp.user_kubeconfig,
-                ["--event_component=" + COMPONENT]).start()
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.sidecar is not None:
-            cls.sidecar.stop()
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
+    def populate(cls):
+        cls.ev = real_sidecar.generate_messages(cls.tmp, "events")
+        cls.grant_event_writes()
+        cls.cp.create_namespace(NS)
+        cls.pod = cls.cp.api(
+            "POST", "/api/v1/namespaces/%s/pods" % NS,
+            {"metadata": {"name": "web-0"},
+             "spec": {"containers": [{"name": "web",
+                                      "image": "example.invalid/x"}]}})
+        # The downward API's POD_NAME: reportingInstance and source.host.
+        os.environ["POD_NAME"] = POD_NAME
+        cls.sidecar = cls.cluster.sidecar(
+            "sidecar", ["--event_component=" + COMPONENT])
 
     @classmethod
     def grant_event_writes(cls):
@@ -107,12 +72,7 @@ class EventsOnRealServerTest(unittest.TestCase):
     # ---- helpers ---------------------------------------------------------
 
     def kubectl(self, *args):
-        out = subprocess.run(
-            [os.path.join(self.bin_dir, "kubectl"),
-             "--kubeconfig=" + self.cp.admin_kubeconfig] + list(args),
-            capture_output=True, text=True, timeout=60, check=False)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out.stdout
+        return self.cluster.kubectl(*args)
 
     def record(self, name, reason, message, kind="Pod", namespace=NS,
                uid=None, field_path=""):

@@ -18,16 +18,10 @@ kube-apiserver v1.37:
 import json
 import os
 import subprocess
-import tempfile
 import threading
 import unittest
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_facade_clients_test import write_kubeconfig
-from real_sidecar import RealSidecar
-
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
 
 NS = "bookmarks"
 # The API server bookmarks a watch 2 s before its timeout, in buckets of a
@@ -36,47 +30,22 @@ NS = "bookmarks"
 WATCH_SECONDS = 12
 
 
-class FacadeBookmarksTest(unittest.TestCase):
+class FacadeBookmarksTest(real_sidecar.ClusterTest):
+
+    CLUSTER_PREFIX = "rkbm"
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rkbm", dir="/tmp")
-        cls.pb = smoke.generate_messages(cls.tmp)
-        cls.bin_dir = os.environ["REALKUBE_BIN"]
-        cls.cp = control_plane.ControlPlane(cls.bin_dir)
-        cls.cp.start()
-        cls.sidecar = None
-        try:
-            cls.cp.bind_cluster_role(control_plane.UNPRIVILEGED_USER, "view")
-            cls.cp.create_namespace(NS)
-            for i in range(3):
-                cls.cp.api("POST", "/api/v1/namespaces/%s/configmaps" % NS,
-                           {"metadata": {"name": "cm-%d" % i},
-                            "data": {"n": str(i)}})
-            cls.sidecar = RealSidecar(
-                os.path.join(cls.tmp, "node"), cls.cp.user_kubeconfig,
-                ["--resources=configmaps", "--namespace=" + NS,
-                 "--kube_api_listen=127.0.0.1:0"]).start()
-            port = real_sidecar.wait_for(cls.facade_port, "the facade")
-            cls.facade_kubeconfig = os.path.join(cls.tmp, "facade.kubeconfig")
-            write_kubeconfig(cls.facade_kubeconfig,
-                             "http://127.0.0.1:%d" % port)
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.sidecar is not None:
-            cls.sidecar.stop()
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
-
-    @classmethod
-    def facade_port(cls):
-        with open(cls.sidecar.ports_file) as f:
-            ports = dict(line.split("=", 1) for line in f.read().split())
-        return int(ports.get("kube_api", 0))
+    def populate(cls):
+        cls.cluster.view_namespace(NS)
+        cls.cluster.create_configmaps(NS, [
+            {"metadata": {"name": "cm-%d" % i}, "data": {"n": str(i)}}
+            for i in range(3)])
+        cls.sidecar = cls.cluster.sidecar(
+            "node", ["--resources=configmaps", "--namespace=" + NS,
+                     "--kube_api_listen=127.0.0.1:0"])
+        cls.facade_kubeconfig = real_sidecar.write_kubeconfig(
+            os.path.join(cls.tmp, "facade.kubeconfig"),
+            cls.sidecar.facade())
 
     def start_watch(self, kubeconfig, rv):
         """`kubectl get --raw` of a bookmarked watch from `rv`, ending after
@@ -103,12 +72,10 @@ class FacadeBookmarksTest(unittest.TestCase):
     def wait_facade_at(self, rv):
         """Until the facade's list is at `rv` or later."""
         def at():
-            out = subprocess.run(
-                [os.path.join(self.bin_dir, "kubectl"),
-                 "--kubeconfig=" + self.facade_kubeconfig, "get", "--raw",
-                 "/api/v1/namespaces/%s/configmaps" % NS],
-                capture_output=True, text=True, timeout=60, check=True)
-            listed = json.loads(out.stdout)["metadata"]["resourceVersion"]
+            out = self.cluster.kubectl(
+                "get", "--raw", "/api/v1/namespaces/%s/configmaps" % NS,
+                kubeconfig=self.facade_kubeconfig)
+            listed = json.loads(out)["metadata"]["resourceVersion"]
             return int(listed) >= int(rv)
         real_sidecar.wait_for(at, "the facade at %s" % rv)
 

@@ -16,89 +16,38 @@ import json
 import os
 import queue
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_sidecar import RealSidecar
-
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
 
 NS = "facade"
 OBJECTS = 25
 FACADE_REQUESTS = "informer_sidecar_kube_api_requests_total"
 
 
-def write_kubeconfig(path, server):
-    with open(path, "w") as f:
-        f.write("""apiVersion: v1
-kind: Config
-clusters:
-- name: facade
-  cluster: {server: "%s"}
-contexts:
-- name: facade
-  context: {cluster: facade, user: anonymous}
-current-context: facade
-users:
-- name: anonymous
-  user: {}
-""" % server)
+class FacadeWithRealClientsTest(real_sidecar.ClusterTest):
 
-
-class FacadeWithRealClientsTest(unittest.TestCase):
+    CLUSTER_PREFIX = "rkfc"
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rkfc", dir="/tmp")
-        cls.pb = smoke.generate_messages(cls.tmp)
-        cls.bin_dir = os.environ["REALKUBE_BIN"]
-        cls.cp = control_plane.ControlPlane(cls.bin_dir)
-        cls.cp.start()
-        cls.sidecar = None
-        try:
-            cls.cp.bind_cluster_role(control_plane.UNPRIVILEGED_USER, "view")
-            cls.cp.create_namespace(NS)
-            for i in range(OBJECTS):
-                cls.cp.api("POST", "/api/v1/namespaces/%s/configmaps" % NS,
-                           {"metadata": {"name": "cm-%02d" % i,
-                                         "labels": {"tier": "ab"[i % 2]}},
-                            "data": {"n": str(i)}})
-            cls.sidecar = RealSidecar(
-                os.path.join(cls.tmp, "node"), cls.cp.user_kubeconfig,
-                ["--resources=configmaps", "--namespace=" + NS,
-                 "--kube_api_listen=127.0.0.1:0"]).start()
-            cls.facade = "http://127.0.0.1:%d" % real_sidecar.wait_for(
-                cls.facade_port, "the facade's port")
-            cls.facade_kubeconfig = os.path.join(cls.tmp, "facade.kubeconfig")
-            write_kubeconfig(cls.facade_kubeconfig, cls.facade)
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.sidecar is not None:
-            cls.sidecar.stop()
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
-
-    @classmethod
-    def facade_port(cls):
-        with open(cls.sidecar.ports_file) as f:
-            ports = dict(line.split("=", 1) for line in f.read().split())
-        return int(ports.get("kube_api", 0))
+    def populate(cls):
+        cls.cluster.view_namespace(NS)
+        cls.cluster.create_configmaps(NS, [
+            {"metadata": {"name": "cm-%02d" % i,
+                          "labels": {"tier": "ab"[i % 2]}},
+             "data": {"n": str(i)}} for i in range(OBJECTS)])
+        cls.sidecar = cls.cluster.sidecar(
+            "node", ["--resources=configmaps", "--namespace=" + NS,
+                     "--kube_api_listen=127.0.0.1:0"])
+        cls.facade = cls.sidecar.facade()
+        cls.facade_kubeconfig = real_sidecar.write_kubeconfig(
+            os.path.join(cls.tmp, "facade.kubeconfig"), cls.facade)
 
     def kubectl(self, kubeconfig, *args, stderr=False):
-        out = subprocess.run(
-            [os.path.join(self.bin_dir, "kubectl"),
-             "--kubeconfig=" + kubeconfig] + list(args),
-            capture_output=True, text=True, timeout=60, check=False)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return (out.stdout, out.stderr) if stderr else out.stdout
+        return self.cluster.kubectl(*args, kubeconfig=kubeconfig,
+                                    stderr=stderr)
 
     def both(self, *args):
         """kubectl -o json against the facade and against the real server:
@@ -106,7 +55,8 @@ class FacadeWithRealClientsTest(unittest.TestCase):
         def items(text):
             doc = json.loads(text)
             objs = doc["items"] if "items" in doc else [doc]
-            return {o["metadata"]["name"]: smoke.comparable(o) for o in objs}
+            return {o["metadata"]["name"]: real_sidecar.comparable(o)
+                    for o in objs}
         return (items(self.kubectl(self.facade_kubeconfig, *args, "-o",
                                    "json")),
                 items(self.kubectl(self.cp.admin_kubeconfig, *args, "-o",
@@ -231,12 +181,10 @@ class FacadeWithRealClientsTest(unittest.TestCase):
         self.assertGreaterEqual(delta("200", "list"), 1, after)
 
     def test_a_sidecar_chained_to_the_facade_matches_the_server(self):
-        chained = RealSidecar(
-            os.path.join(self.tmp, "chained"), self.cp.user_kubeconfig,
-            ["--resources=configmaps", "--namespace=" + NS,
-             "--cache_upstream=" + self.facade])
+        chained = self.cluster.sidecar(
+            "chained", ["--resources=configmaps", "--namespace=" + NS,
+                        "--cache_upstream=" + self.facade])
         try:
-            chained.start()
             expected = real_sidecar.server_objects(self.cp, "configmaps", NS)
             cached = real_sidecar.grpc_list(chained.channel, self.pb,
                                             "configmaps", NS)

@@ -19,9 +19,6 @@ deadline.
 
 import datetime
 import json
-import os
-import subprocess
-import tempfile
 import unittest
 import urllib.error
 import urllib.request
@@ -29,13 +26,9 @@ import urllib.request
 import grpc
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_sidecar import AuditLog, RealSidecar
-
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
 
 NS = "rbac"
-USER = control_plane.UNPRIVILEGED_USER
+USER = real_sidecar.USER
 OBJECTS = 12
 FAILED_ROUNDS = 4
 NOT_SERVING = 2
@@ -46,48 +39,25 @@ def parse_time(text):
                                       "%Y-%m-%dT%H:%M:%S.%f")
 
 
-class RbacForbiddenOnRealServerTest(unittest.TestCase):
+class RbacForbiddenOnRealServerTest(real_sidecar.ClusterTest):
+
+    CLUSTER_PREFIX = "rkrb"
+    CLUSTER_AUDIT = True
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rkrb", dir="/tmp")
-        cls.pb = smoke.generate_messages(cls.tmp)
-        cls.bin_dir = os.environ["REALKUBE_BIN"]
-        cls.audit = AuditLog(cls.tmp)
-        cls.cp = control_plane.ControlPlane(
-            cls.bin_dir, extra_apiserver_flags=cls.audit.flags())
-        cls.cp.start()
-        cls.sidecar = None
-        try:
-            cls.cp.create_namespace(NS)
-            for i in range(OBJECTS):
-                cls.cp.api("POST", "/api/v1/namespaces/%s/configmaps" % NS,
-                           {"metadata": {"name": "cm-%02d" % i},
-                            "data": {"n": str(i)}})
-            cls.kubectl("create", "role", "pod-reader", "-n", NS,
-                        "--verb=list,watch", "--resource=pods")
-            cls.kubectl("create", "rolebinding", "pod-reader", "-n", NS,
-                        "--role=pod-reader", "--user=" + USER)
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.sidecar is not None:
-            cls.sidecar.stop()
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
+    def populate(cls):
+        cls.cp.create_namespace(NS)
+        cls.cluster.create_configmaps(NS, [
+            {"metadata": {"name": "cm-%02d" % i}, "data": {"n": str(i)}}
+            for i in range(OBJECTS)])
+        cls.kubectl("create", "role", "pod-reader", "-n", NS,
+                    "--verb=list,watch", "--resource=pods")
+        cls.kubectl("create", "rolebinding", "pod-reader", "-n", NS,
+                    "--role=pod-reader", "--user=" + USER)
 
     @classmethod
     def kubectl(cls, *args):
-        out = subprocess.run(
-            [os.path.join(cls.bin_dir, "kubectl"),
-             "--kubeconfig=" + cls.cp.admin_kubeconfig] + list(args),
-            capture_output=True, text=True, timeout=60, check=False)
-        if out.returncode != 0:
-            raise AssertionError("kubectl %s: %s" % (args, out.stderr))
-        return out.stdout
+        return cls.cluster.kubectl(*args)
 
     def readyz(self):
         url = "http://127.0.0.1:%d/readyz" % self.sidecar.http_port
@@ -96,13 +66,6 @@ class RbacForbiddenOnRealServerTest(unittest.TestCase):
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
-
-    def health(self):
-        check = self.sidecar.channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=lambda _: b"",
-            response_deserializer=lambda b: b)
-        return smoke.health_status(check(None, timeout=30))
 
     def statuses(self):
         call = self.sidecar.channel.unary_unary(
@@ -139,12 +102,10 @@ class RbacForbiddenOnRealServerTest(unittest.TestCase):
         return starts
 
     def test_forbidden_reported_backed_off_and_healed_by_a_rolebinding(self):
-        self.sidecar = type(self).sidecar = RealSidecar(
-            os.path.join(self.tmp, "sidecar"), self.cp.user_kubeconfig,
-            ["--resources=pods,configmaps", "--namespace=" + NS])
         # It will not be SERVING until ConfigMaps are allowed.
-        self.sidecar.wait_serving = lambda: None
-        self.sidecar.start()
+        self.sidecar = self.cluster.sidecar(
+            "sidecar", ["--resources=pods,configmaps", "--namespace=" + NS],
+            serving=False)
         pid = self.sidecar.process.pid
 
         real_sidecar.wait_for(
@@ -176,7 +137,7 @@ class RbacForbiddenOnRealServerTest(unittest.TestCase):
         self.assertEqual(code, 503, body)
         self.assertIn("configmaps", body)
         self.assertNotIn("pods", body)
-        self.assertEqual(self.health(), NOT_SERVING)
+        self.assertEqual(self.sidecar.health(), NOT_SERVING)
         status = self.statuses()
         self.assertFalse(status["configmaps"].synced)
         self.assertIn("403", status["configmaps"].last_error)
@@ -204,20 +165,18 @@ class RbacForbiddenOnRealServerTest(unittest.TestCase):
                      "--verb=list,watch", "--resource=configmaps")
         self.kubectl("create", "rolebinding", "cm-reader", "-n", NS,
                      "--role=cm-reader", "--user=" + USER)
-        real_sidecar.RealSidecar.wait_serving(self.sidecar)
+        self.sidecar.wait_serving()
         self.assertEqual(self.sidecar.process.pid, pid)
         self.assertIsNone(self.sidecar.process.poll())
         self.assertEqual(self.readyz(), (200, "ok\n"))
-        self.assertEqual(self.health(), smoke.SERVING)
+        self.assertEqual(self.sidecar.health(), real_sidecar.SERVING)
         status = self.statuses()
         self.assertTrue(status["configmaps"].synced)
         self.assertEqual(status["configmaps"].object_count, OBJECTS)
         expected = real_sidecar.server_objects(self.cp, "configmaps", NS)
         cached = real_sidecar.grpc_list(self.sidecar.channel, self.pb,
                                         "configmaps", NS)
-        self.assertEqual(sorted(cached), sorted(expected))
-        for name in expected:
-            self.assertEqual(cached[name], expected[name], name)
+        self.assert_same_objects(expected, cached, "configmaps")
         self.assertEqual(self.sidecar.metric(
             "informer_sidecar_informer_synced", resource="configmaps"), 1)
 

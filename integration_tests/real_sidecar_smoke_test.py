@@ -10,189 +10,36 @@ protoc from the repository's informer.proto. Every wait polls a condition
 (or reads a stream) against a deadline.
 """
 
-import copy
-import importlib
 import json
 import os
 import subprocess
-import sys
-import tempfile
-import threading
-import time
 import unittest
 
-import grpc
+import real_sidecar
+from real_sidecar import SERVING, WatchMirror, comparable, wait_until
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "realkube"))
-import control_plane  # noqa: E402
-
-WORKSPACE = os.environ.get("TEST_WORKSPACE", "informer_sidecar")
-RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), WORKSPACE)
 SYNC_NS = "smoke-sync"
 LIVE_NS = "smoke-live"
-TIMEOUT = 90.0
-SERVING = 1  # grpc.health.v1.HealthCheckResponse.ServingStatus
 
 
-def runfile(relative):
-    for path in (os.path.join(RUNFILES, relative),
-                 os.path.join(os.path.dirname(__file__), "..", relative)):
-        if os.path.exists(path):
-            return os.path.abspath(path)
-    raise FileNotFoundError(relative)
+class SidecarAgainstRealServerTest(real_sidecar.ClusterTest):
 
-
-def generate_messages(out_dir):
-    proto = runfile("proto/informer/v1/informer.proto")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(proto)))
-    subprocess.run(["protoc", "-I", root, "-I", "/usr/include",
-                    "--python_out=" + out_dir, "informer/v1/informer.proto"],
-                   check=True)
-    sys.path.insert(0, out_dir)
-    return importlib.import_module("informer.v1.informer_pb2")
-
-
-def health_status(raw):
-    """HealthCheckResponse has one field, `status` (1, varint); decoded by
-    hand since the health proto is not among this test's data."""
-    if not raw:
-        return 0
-    assert raw[0] == 0x08 and len(raw) == 2, raw
-    return raw[1]
-
-
-def comparable(obj):
-    """An object as the sidecar caches it: without managedFields (its
-    default transform) and without the list's missing TypeMeta."""
-    obj = copy.deepcopy(obj)
-    obj["metadata"].pop("managedFields", None)
-    obj.pop("kind", None)
-    obj.pop("apiVersion", None)
-    return obj
-
-
-def wait_until(condition, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.1)
-
-
-class WatchMirror:
-    """A client-side cache built from one Informer.Watch stream (read on a
-    thread): name -> object, per the stream's events."""
-
-    def __init__(self, channel, pb, resource, namespace):
-        self.pb = pb
-        self.lock = threading.Lock()
-        self.objects = {}
-        self.synced = False
-        self.error = None
-        call = channel.unary_stream(
-            "/informer.v1.Informer/Watch",
-            request_serializer=pb.WatchRequest.SerializeToString,
-            response_deserializer=pb.WatchResponse.FromString)
-        self.stream = call(pb.WatchRequest(resource=resource,
-                                           namespace=namespace),
-                           wait_for_ready=True)
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        pb = self.pb
-        try:
-            for response in self.stream:
-                with self.lock:
-                    for e in response.events:
-                        if e.type == pb.EVENT_TYPE_RESET:
-                            self.objects.clear()
-                        elif e.type == pb.EVENT_TYPE_INITIAL_STATE_DONE:
-                            self.synced = True
-                        elif e.type in (pb.EVENT_TYPE_ADDED,
-                                        pb.EVENT_TYPE_MODIFIED):
-                            obj = json.loads(e.object.json)
-                            self.objects[obj["metadata"]["name"]] = obj
-                        elif e.type == pb.EVENT_TYPE_DELETED:
-                            obj = json.loads(e.object.json)
-                            self.objects.pop(obj["metadata"]["name"], None)
-        except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.CANCELLED:
-                self.error = e
-
-    def snapshot(self):
-        with self.lock:
-            return self.synced, copy.deepcopy(self.objects)
-
-    def close(self):
-        self.stream.cancel()
-        self.thread.join(timeout=10)
-
-
-class SidecarAgainstRealServerTest(unittest.TestCase):
+    CLUSTER_PREFIX = "rks"
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rks", dir="/tmp")
-        cls.pb = generate_messages(cls.tmp)
-        cls.bin_dir = os.environ["REALKUBE_BIN"]
-        cls.cp = control_plane.ControlPlane(cls.bin_dir)
-        cls.cp.start()
-        try:
-            cls.cp.bind_cluster_role(control_plane.UNPRIVILEGED_USER, "view")
-            for ns in (SYNC_NS, LIVE_NS):
-                cls.cp.create_namespace(ns)
-            # Present before the sidecar starts: its initial list.
-            for i in range(40):
-                cls.cp.api("POST", "/api/v1/namespaces/%s/configmaps" %
-                           SYNC_NS, cls.configmap("seed-%02d" % i, i))
-            for i in range(5):
-                cls.cp.api("POST", "/api/v1/namespaces/%s/pods" % SYNC_NS,
-                           cls.pod("seed-%d" % i))
-            cls.socket = os.path.join(cls.tmp, "grpc.sock")
-            cls.sidecar_log = open(os.path.join(cls.tmp, "sidecar.log"), "w")
-            cls.sidecar = subprocess.Popen(
-                [os.environ.get("INFORMER_SIDECAR_BIN") or
-                 runfile("server/informer_sidecar"),
-                 "--kubeconfig=" + cls.cp.user_kubeconfig,
-                 "--resources=configmaps,pods",
-                 "--grpc_listen=unix:" + cls.socket],
-                stdout=subprocess.DEVNULL, stderr=cls.sidecar_log)
-            cls.channel = grpc.insecure_channel("unix:" + cls.socket)
-            cls.wait_serving()
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if getattr(cls, "channel", None) is not None:
-            cls.channel.close()
-        if getattr(cls, "sidecar", None) is not None:
-            cls.sidecar.terminate()
-            try:
-                cls.sidecar.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                cls.sidecar.kill()
-                cls.sidecar.wait()
-            cls.sidecar_log.close()
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
-
-    @classmethod
-    def wait_serving(cls):
-        """Follows Health/Watch until the overall status is SERVING."""
-        watch = cls.channel.unary_stream(
-            "/grpc.health.v1.Health/Watch",
-            request_serializer=lambda _: b"",
-            response_deserializer=lambda b: b)
-        stream = watch(None, timeout=TIMEOUT, wait_for_ready=True)
-        for raw in stream:
-            if health_status(raw) == SERVING:
-                stream.cancel()
-                return
-        raise AssertionError("health watch ended before SERVING")
+    def populate(cls):
+        cls.cp.bind_cluster_role(real_sidecar.USER, "view")
+        for ns in (SYNC_NS, LIVE_NS):
+            cls.cp.create_namespace(ns)
+        # Present before the sidecar starts: its initial list.
+        cls.cluster.create_configmaps(
+            SYNC_NS, [cls.configmap("seed-%02d" % i, i) for i in range(40)])
+        for i in range(5):
+            cls.cp.api("POST", "/api/v1/namespaces/%s/pods" % SYNC_NS,
+                       cls.pod("seed-%d" % i))
+        cls.sidecar = cls.cluster.sidecar("sidecar",
+                                          ["--resources=configmaps,pods"])
+        cls.channel = cls.sidecar.channel
 
     @staticmethod
     def configmap(name, n):
@@ -206,34 +53,11 @@ class SidecarAgainstRealServerTest(unittest.TestCase):
                                          "image": "example.invalid/none"}]}}
 
     def server_objects(self, resource, namespace):
-        listed = self.cp.api("GET", "/api/v1/namespaces/%s/%s" %
-                             (namespace, resource))
-        return {o["metadata"]["name"]: comparable(o)
-                for o in listed["items"]}
+        return real_sidecar.server_objects(self.cp, resource, namespace)
 
     def grpc_list(self, resource, namespace):
-        call = self.channel.unary_unary(
-            "/informer.v1.Informer/List",
-            request_serializer=self.pb.ListRequest.SerializeToString,
-            response_deserializer=self.pb.ListResponse.FromString)
-        objects, token = {}, ""
-        while True:
-            page = call(self.pb.ListRequest(resource=resource,
-                                            namespace=namespace, limit=7,
-                                            continue_token=token),
-                        timeout=30)
-            for o in page.objects:
-                obj = json.loads(o.json)
-                objects[obj["metadata"]["name"]] = comparable(obj)
-            token = page.continue_token
-            if not token:
-                return objects
-
-    def assert_same_objects(self, expected, actual, what):
-        self.assertEqual(sorted(expected), sorted(actual), what + ": names")
-        for name in expected:
-            self.assertEqual(expected[name], actual[name],
-                             "%s: object %s differs" % (what, name))
+        return real_sidecar.grpc_list(self.channel, self.pb, resource,
+                                      namespace)
 
     def mirror_matches_server(self, mirror, resource, namespace):
         """Waits until the Watch mirror holds exactly the server's objects,
@@ -258,11 +82,7 @@ class SidecarAgainstRealServerTest(unittest.TestCase):
         return state["server"]
 
     def test_health_is_serving(self):
-        check = self.channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=lambda _: b"",
-            response_deserializer=lambda b: b)
-        self.assertEqual(health_status(check(None, timeout=30)), SERVING)
+        self.assertEqual(self.sidecar.health(), SERVING)
 
     def test_initial_sync_matches_the_server(self):
         for resource, count in (("configmaps", 40), ("pods", 5)):
@@ -318,7 +138,8 @@ class SidecarAgainstRealServerTest(unittest.TestCase):
     def grpcurl(self, *args):
         out = subprocess.run(
             [os.path.join(self.bin_dir, "grpcurl"), "-plaintext", "-unix",
-             "-max-time", "30"] + list(args[:-1]) + [self.socket, args[-1]],
+             "-max-time", "30"] + list(args[:-1]) +
+            [self.sidecar.socket, args[-1]],
             capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         return out.stdout
@@ -359,7 +180,8 @@ class SidecarAgainstRealServerTest(unittest.TestCase):
         self.assertNotIn("seed-39", objects)
         self.assertEqual(objects["seed-00"]["data"]["value"],
                          "before-restart")
-        self.assertIsNone(self.sidecar.poll(), "the sidecar exited")
+        self.assertIsNone(self.sidecar.process.poll(),
+                          "the sidecar exited")
 
 
 if __name__ == "__main__":

@@ -59,14 +59,13 @@ import time
 
 import grpc
 
-import real_sidecar_smoke_test as smoke
+import real_sidecar
 from real_sidecar import RealSidecar
 import real_dead_connection_test as dead  # the netns and nft tooling
 from real_soak_parts import (NS, RESOURCE, Churn, Consumer, Relay, seed,
-                             server_truth, sidecar_cache, proc_status,
-                             versions)
+                             proc_status, versions)
 
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
+import control_plane  # noqa: E402  (on sys.path through real_sidecar)
 
 RELISTS = "informer_sidecar_informer_relists_total"
 ERRORS = "informer_sidecar_informer_errors_total"
@@ -274,7 +273,7 @@ class Soak:
         """Everything up, the sidecar synced; close() undoes a partial
         start too."""
         args, tmp = self.args, self.tmp
-        self.pb = smoke.generate_messages(tmp)
+        self.pb = real_sidecar.generate_messages(tmp)
         self.cp = control_plane.ControlPlane(
             args.bin_dir, state_dir=os.path.join(tmp, "control-plane"))
         self.cp.start()
@@ -282,20 +281,12 @@ class Soak:
         self.cp.create_namespace(NS)
         seed(self.cp, args.objects)
         self.relay = Relay(self.cp.port)
-        with open(self.cp.user_kubeconfig) as f:
-            text = f.read()
-        kubeconfig = os.path.join(tmp, "relay.kubeconfig")
-        with open(kubeconfig, "w") as f:
-            f.write(text.replace(self.cp.server,
-                                 "https://127.0.0.1:%d" % self.relay.port))
+        kubeconfig = real_sidecar.kubeconfig_through(
+            self.cp, self.relay.port, os.path.join(tmp, "relay.kubeconfig"))
         self.sidecar = RealSidecar(
             os.path.join(tmp, "sidecar"), kubeconfig,
             ["--resources=" + RESOURCE, "--namespace=" + NS,
              "--print_events=false"] + args.sidecar_flag).start()
-        self.list_stub = self.sidecar.channel.unary_unary(
-            "/informer.v1.Informer/List",
-            request_serializer=self.pb.ListRequest.SerializeToString,
-            response_deserializer=self.pb.ListResponse.FromString)
         target = "unix:" + self.sidecar.socket
         self.consumers = [Consumer(name, target, self.pb, name,
                                    args.slow_delay)
@@ -330,13 +321,15 @@ class Soak:
         for c in self.consumers:
             c.set_open(True)
         t0 = time.monotonic()
-        truth = server_truth(self.cp)
+        truth = real_sidecar.server_objects(self.cp, RESOURCE, NS)
         truth_rv = versions(truth)
         r = {"cache_stale": None, "cache": None, "mirrors_ok": 0}
         deadline = t0 + self.args.catch_up_timeout
         while True:
             try:
-                r["cache"] = sidecar_cache(self.list_stub, self.pb)
+                r["cache"] = real_sidecar.grpc_list(
+                    self.sidecar.channel, self.pb, RESOURCE, NS, limit=1000,
+                    timeout=60)
             except grpc.RpcError:
                 r["cache"] = None
             cache_ok = r["cache"] is not None and \

@@ -14,8 +14,6 @@ import time
 
 import grpc
 
-import real_sidecar_smoke_test as smoke
-
 NS = "soak"
 RESOURCE = "configmaps"
 PAYLOAD = "x" * 512
@@ -357,21 +355,6 @@ class Consumer:
         self.channel.close()
 
 
-def sidecar_cache(stub, pb):
-    """The sidecar's cache of the namespace: name -> comparable object."""
-    objects, token = {}, ""
-    while True:
-        page = stub(pb.ListRequest(resource=RESOURCE, namespace=NS,
-                                   limit=1000, continue_token=token),
-                    timeout=60)
-        for o in page.objects:
-            obj = json.loads(o.json)
-            objects[obj["metadata"]["name"]] = smoke.comparable(obj)
-        token = page.continue_token
-        if not token:
-            return objects
-
-
 def proc_status(pid, field):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -396,13 +379,6 @@ def seed(cp, objects, workers=4):
         t.start()
     for t in threads:
         t.join()
-
-
-def server_truth(cp):
-    """What the API server lists now: name -> comparable object."""
-    listed = cp.api("GET", collection())
-    return {o["metadata"]["name"]: smoke.comparable(o)
-            for o in listed["items"]}
 
 
 def versions(objects):

@@ -21,20 +21,14 @@ the cluster's identity.
 """
 
 import os
-import subprocess
-import tempfile
 import time
 import unittest
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_sidecar import AuditLog, RealSidecar
-
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
 
 NS = "warm-restart"
 OBJECTS = 300
-USER = control_plane.UNPRIVILEGED_USER
+USER = real_sidecar.USER
 LISTS = "informer_sidecar_informer_lists_total"
 BYTES = "informer_sidecar_informer_bytes_received_total"
 
@@ -42,22 +36,11 @@ BYTES = "informer_sidecar_informer_bytes_received_total"
 class WarmRestartAgainstRealServerTest(unittest.TestCase):
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="rkwarm", dir="/tmp")
-        self.pb = smoke.generate_messages(self.tmp)
-        self.audit = AuditLog(self.tmp)
-        self.cp = control_plane.ControlPlane(
-            os.environ["REALKUBE_BIN"],
-            extra_apiserver_flags=self.audit.flags())
-        self.cp.start()
+        self.addCleanup(
+            real_sidecar.Cluster("rkwarm", audit=True).attach(self).close)
         self.cache_dir = os.path.join(self.tmp, "cache")
         self.sidecar = None
         self.runs = 0
-
-    def tearDown(self):
-        if self.sidecar is not None:
-            self.sidecar.stop()
-        self.cp.stop()
-        subprocess.run(["rm", "-rf", self.tmp], check=False)
 
     def path(self, name=""):
         return "/api/v1/namespaces/%s/configmaps%s" % (
@@ -67,12 +50,11 @@ class WarmRestartAgainstRealServerTest(unittest.TestCase):
         """A sidecar on the cache directory; returns its time to SERVING."""
         self.runs += 1
         started = time.monotonic()
-        self.sidecar = RealSidecar(
-            os.path.join(self.tmp, "sidecar-%d" % self.runs),
-            self.cp.user_kubeconfig,
+        self.sidecar = self.cluster.sidecar(
+            "sidecar-%d" % self.runs,
             ["--resources=configmaps", "--namespace=" + NS,
              "--cache_dir=" + self.cache_dir,
-             "--cache_snapshot_interval=0"]).start()
+             "--cache_snapshot_interval=0"])
         return time.monotonic() - started
 
     def stop_sidecar(self):
@@ -84,20 +66,17 @@ class WarmRestartAgainstRealServerTest(unittest.TestCase):
         return log
 
     def cache_matches_server(self):
-        expected = real_sidecar.server_objects(self.cp, "configmaps", NS)
-        cached = real_sidecar.grpc_list(self.sidecar.channel, self.pb,
-                                        "configmaps", NS)
-        return (expected, cached) if expected == cached else None
+        return real_sidecar.cache_matches_server(
+            self.cp, self.sidecar, self.pb, "configmaps", NS)
 
     def seed_and_run_once(self):
         """A first (cold) run that ends with a snapshot; returns its time
         to SERVING and the bytes its initial state cost."""
-        self.cp.bind_cluster_role(USER, "view")
-        self.cp.create_namespace(NS)
-        for i in range(OBJECTS):
-            self.cp.api("POST", self.path(),
-                        {"metadata": {"name": "cm-%03d" % i},
-                         "data": {"v": "initial", "pad": "x" * 1024}})
+        self.cluster.view_namespace(NS)
+        self.cluster.create_configmaps(NS, [
+            {"metadata": {"name": "cm-%03d" % i},
+             "data": {"v": "initial", "pad": "x" * 1024}}
+            for i in range(OBJECTS)])
         cold = self.start_sidecar()
         real_sidecar.wait_for(self.cache_matches_server, "the initial sync")
         full = self.sidecar.metric(BYTES, resource="configmaps")
@@ -143,10 +122,8 @@ class WarmRestartAgainstRealServerTest(unittest.TestCase):
             if any(s in line for s in ("loaded", "resuming", "caught up",
                                        "cache synced")):
                 print(line)
-        requests = real_sidecar.wait_for(
-            lambda: [r for r in self.audit.requests(USER, "configmaps", since)
-                     if r["verb"] == "watch"] and
-            self.audit.requests(USER, "configmaps", since),
+        requests = self.audit.wait_requests(
+            USER, "configmaps", since, lambda r: r["verb"] == "watch",
             "the resumed watch in the audit log")
         lists = [r for r in requests if r["verb"] == "list"]
         self.assertEqual(len(lists), 1, requests)

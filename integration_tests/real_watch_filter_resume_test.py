@@ -21,10 +21,7 @@ event would be seen. Every wait polls a condition against a deadline.
 
 import http.client
 import json
-import os
 import socket
-import subprocess
-import tempfile
 import threading
 import unittest
 import urllib.parse
@@ -32,10 +29,6 @@ import urllib.parse
 import grpc
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_sidecar import RealSidecar
-
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
 
 NS = "filter"
 SELECTOR = "app=web"
@@ -73,7 +66,7 @@ class ServerWatch:
                     self.events.append(
                         (event["type"], obj["metadata"]["name"],
                          obj["metadata"]["resourceVersion"],
-                         smoke.comparable(obj)))
+                         real_sidecar.comparable(obj)))
         except (OSError, ValueError, http.client.HTTPException):
             pass
 
@@ -124,7 +117,8 @@ class SidecarStream:
                             "name": obj["metadata"]["name"] if obj else None,
                             "rv": e.resource_version,
                             "initial": e.initial,
-                            "object": smoke.comparable(obj) if obj else None,
+                            "object": (real_sidecar.comparable(obj)
+                                       if obj else None),
                             "token": e.resume_token})
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.CANCELLED:
@@ -177,37 +171,21 @@ def caught_up(stream, count, rv):
     return None
 
 
-class WatchFilterAndResumeOnRealServerTest(unittest.TestCase):
+class WatchFilterAndResumeOnRealServerTest(real_sidecar.ClusterTest):
+
+    CLUSTER_PREFIX = "rkfr"
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rkfr", dir="/tmp")
-        cls.pb = smoke.generate_messages(cls.tmp)
-        cls.cp = control_plane.ControlPlane(os.environ["REALKUBE_BIN"])
-        cls.cp.start()
-        cls.sidecar = None
-        try:
-            cls.cp.bind_cluster_role(control_plane.UNPRIVILEGED_USER, "view")
-            cls.cp.create_namespace(NS)
+    def populate(cls):
+        cls.cluster.view_namespace(NS)
+        cls.cluster.create_configmaps(NS, [
+            {"metadata": {"name": name, "labels": {"app": app}},
+             "data": {"v": "0"}}
             for name, app in (("cm-a", "web"), ("cm-b", "web"),
                               ("cm-c", "web"), ("cm-d", "db"),
-                              ("cm-e", "web")):
-                cls.cp.api("POST", cls.path(), {
-                    "metadata": {"name": name, "labels": {"app": app}},
-                    "data": {"v": "0"}})
-            cls.sidecar = RealSidecar(
-                os.path.join(cls.tmp, "sidecar"), cls.cp.user_kubeconfig,
-                ["--resources=configmaps", "--namespace=" + NS]).start()
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.sidecar is not None:
-            cls.sidecar.stop()
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
+                              ("cm-e", "web"))])
+        cls.sidecar = cls.cluster.sidecar(
+            "sidecar", ["--resources=configmaps", "--namespace=" + NS])
 
     @staticmethod
     def path(name=""):
@@ -264,7 +242,7 @@ class WatchFilterAndResumeOnRealServerTest(unittest.TestCase):
             first.snapshot(), "the initial state")
         added = [e for e in initial if e["initial"]]
         self.assertEqual([(e["name"], e["object"]) for e in added],
-                         [(o["metadata"]["name"], smoke.comparable(o))
+                         [(o["metadata"]["name"], real_sidecar.comparable(o))
                           for o in listed["items"]])
         self.assertEqual(without_bookmarks(initial)[len(added)]["type"],
                          "INITIAL_STATE_DONE")

@@ -10,76 +10,48 @@ server's own audit log (what it was asked, not what the sidecar says):
 - on with the gate off: the same fallback for the round (client-go's).
 """
 
-import os
-import subprocess
-import tempfile
 import unittest
 
 import real_sidecar
-import real_sidecar_smoke_test as smoke
-from real_sidecar import AuditLog, RealSidecar
-
-import control_plane  # noqa: E402  (on sys.path through the smoke test)
 
 NS = "watchlist"
-USER = control_plane.UNPRIVILEGED_USER
+USER = real_sidecar.USER
 OBJECTS = 30
 
 
-class WatchListAgainstRealServerTest(unittest.TestCase):
+class WatchListAgainstRealServerTest(real_sidecar.ClusterTest):
+
+    CLUSTER_PREFIX = "rkwl"
+    CLUSTER_AUDIT = True
 
     @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="rkwl", dir="/tmp")
-        cls.pb = smoke.generate_messages(cls.tmp)
-        cls.audit = AuditLog(cls.tmp)
-        cls.cp = control_plane.ControlPlane(
-            os.environ["REALKUBE_BIN"],
-            extra_apiserver_flags=cls.audit.flags())
-        cls.cp.start()
-        try:
-            cls.cp.bind_cluster_role(USER, "view")
-            cls.cp.create_namespace(NS)
-            for i in range(OBJECTS):
-                cls.cp.api("POST", "/api/v1/namespaces/%s/configmaps" % NS,
-                           {"metadata": {"name": "cm-%02d" % i},
-                            "data": {"n": str(i)}})
-        except BaseException:
-            cls.cp.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cp.stop()
-        subprocess.run(["rm", "-rf", cls.tmp], check=False)
+    def populate(cls):
+        cls.cluster.view_namespace(NS)
+        cls.cluster.create_configmaps(NS, [
+            {"metadata": {"name": "cm-%02d" % i}, "data": {"n": str(i)}}
+            for i in range(OBJECTS)])
 
     def run_sidecar(self, name, mode):
         """Starts a sidecar for NS's ConfigMaps with --watch_list=`mode`,
         waits until it serves, checks its cache against the server object
         by object, stops it, and returns the ConfigMap requests it made."""
         since = self.audit.offset()
-        sidecar = RealSidecar(os.path.join(self.tmp, name),
-                              self.cp.user_kubeconfig,
-                              ["--resources=configmaps", "--namespace=" + NS,
-                               "--watch_list=" + mode])
+        sidecar = self.cluster.sidecar(
+            name, ["--resources=configmaps", "--namespace=" + NS,
+                   "--watch_list=" + mode])
         try:
-            sidecar.start()
             expected = real_sidecar.server_objects(self.cp, "configmaps", NS)
             self.assertEqual(len(expected), OBJECTS)
             cached = real_sidecar.grpc_list(sidecar.channel, self.pb,
                                             "configmaps", NS)
-            self.assertEqual(sorted(expected), sorted(cached))
-            for name_ in expected:
-                self.assertEqual(expected[name_], cached[name_], name_)
+            self.assert_same_objects(expected, cached, name)
             # The watch that follows the initial state is open (a watch is
             # audited at ResponseComplete once it ends: stop first).
         finally:
             sidecar.stop()
             log = sidecar.log()
-        requests = real_sidecar.wait_for(
-            lambda: [r for r in self.audit.requests(USER, "configmaps", since)
-                     if r["verb"] == "watch"] and
-            self.audit.requests(USER, "configmaps", since),
+        requests = self.audit.wait_requests(
+            USER, "configmaps", since, lambda r: r["verb"] == "watch",
             "the sidecar's watch in the audit log")
         return requests, log
 
