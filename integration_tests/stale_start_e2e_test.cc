@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -34,11 +33,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "informer/object/object.h"
 #include "integration_tests/chain_util.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
+#include "server/informer_service/testing/watch_call.h"
 
 namespace integration {
 namespace {
@@ -152,17 +151,20 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// "TYPE name" of a Watch event ("TYPE" for a marker), " stale" appended
-// when set.
-std::string Describe(const v1::Event& e) {
-  std::string out = v1::EventType_Name(e.type()).substr(11);
-  if (e.has_object()) {
-    absl::StatusOr<informer::ObjectPtr> obj =
-        informer::Object::Parse(e.object().json());
-    if (obj.ok()) absl::StrAppend(&out, " ", (*obj)->name());
-  }
-  if (e.stale()) absl::StrAppend(&out, " stale");
-  return out;
+// What changed while no sidecar ran (SnapshotThenChange), sorted, then
+// the marker.
+const std::vector<std::string> kChangesThenFresh = {
+    "ADDED benchcms/new-a", "DELETED benchcms/cm-000007",
+    "MODIFIED benchcms/cm-000003", "FRESH"};
+
+// The Watch events up to FRESH, bookmarks left out, FRESH last and the
+// others sorted; what came when the stream ended first.
+std::vector<std::string> SortedUntilFresh(server::WatchCall* watch) {
+  absl::StatusOr<server::WatchEvents> got =
+      watch->ReadUntil(v1::EVENT_TYPE_FRESH);
+  if (!got.ok()) return {std::string(got.status().message())};
+  std::sort(got->events.begin(), got->events.end() - 1);
+  return got->events;
 }
 
 class StaleStartE2eTest : public ::testing::Test {
@@ -309,6 +311,42 @@ class StaleStartE2eTest : public ::testing::Test {
     return cli.Get("/readyz");
   }
 
+  // Expects the sidecar behind `stub` to serve the snapshot of kObjects
+  // stale: in ListResources and on a Watch, which it returns, read up to
+  // INITIAL_STATE_DONE.
+  std::unique_ptr<server::WatchCall> ExpectServedStale(
+      v1::Informer::Stub* stub) {
+    grpc::ClientContext ctx;
+    v1::ListResourcesResponse resp;
+    EXPECT_TRUE(
+        stub->ListResources(&ctx, v1::ListResourcesRequest(), &resp).ok());
+    EXPECT_EQ(resp.resources_size(), 1);
+    if (resp.resources_size() == 1) {
+      EXPECT_EQ(resp.resources(0).resource(), "configmaps");
+      EXPECT_TRUE(resp.resources(0).stale());
+      EXPECT_FALSE(resp.resources(0).synced());
+      EXPECT_TRUE(resp.resources(0).has_stale_age());
+      EXPECT_EQ(resp.resources(0).object_count(), kObjects);
+    }
+    v1::WatchRequest req;
+    req.set_resource("configmaps");
+    auto watch =
+        std::make_unique<server::WatchCall>(stub, req, absl::Seconds(120));
+    absl::StatusOr<server::WatchEvents> got =
+        watch->ReadUntil(v1::EVENT_TYPE_INITIAL_STATE_DONE);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (got.ok()) {
+      // The snapshot: cm-000007 still in it.
+      EXPECT_EQ(std::count_if(got->events.begin(), got->events.end(),
+                              [](const std::string& e) {
+                                return absl::EndsWith(e, " initial");
+                              }),
+                kObjects);
+      EXPECT_EQ(got->events.back(), "INITIAL_STATE_DONE stale");
+    }
+    return watch;
+  }
+
   std::string sidecar_bin_;
   std::unique_ptr<EmulatorProcess> emulator_;
   std::string work_;
@@ -330,37 +368,7 @@ TEST_F(StaleStartE2eTest, ServedStaleThenFreshOnceTheApiServerAnswers) {
       << ready->body;
 
   auto stub = v1::Informer::NewStub(b->NewChannel());
-  {
-    grpc::ClientContext ctx;
-    v1::ListResourcesResponse resp;
-    ASSERT_TRUE(
-        stub->ListResources(&ctx, v1::ListResourcesRequest(), &resp).ok());
-    ASSERT_EQ(resp.resources_size(), 1);
-    EXPECT_TRUE(resp.resources(0).stale());
-    EXPECT_FALSE(resp.resources(0).synced());
-    EXPECT_TRUE(resp.resources(0).has_stale_age());
-    EXPECT_EQ(resp.resources(0).object_count(), kObjects);
-  }
-
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::seconds(120));
-  v1::WatchRequest req;
-  req.set_resource("configmaps");
-  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
-      stub->Watch(&ctx, req);
-  int initial = 0;
-  std::string done;
-  v1::WatchResponse resp;
-  while (done.empty()) {
-    ASSERT_TRUE(reader->Read(&resp));
-    for (const v1::Event& e : resp.events()) {
-      if (e.initial()) ++initial;
-      if (e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) done = Describe(e);
-    }
-  }
-  EXPECT_EQ(initial, kObjects);  // the snapshot: cm-000007 still in it
-  EXPECT_EQ(done, "INITIAL_STATE_DONE stale");
+  std::unique_ptr<server::WatchCall> watch = ExpectServedStale(stub.get());
 
   // The API server comes back: a node sidecar serves the upstream facade
   // on that port.
@@ -371,16 +379,7 @@ TEST_F(StaleStartE2eTest, ServedStaleThenFreshOnceTheApiServerAnswers) {
        absl::StrCat("--kube_api_listen=127.0.0.1:", upstream)},
       work_ + "/node.log", /*quiet=*/false);
   ASSERT_TRUE(node.ok()) << node.status();
-  std::vector<std::string> got;
-  while (got.empty() || got.back() != "FRESH") {
-    ASSERT_TRUE(reader->Read(&resp));
-    for (const v1::Event& e : resp.events()) {
-      if (e.type() != v1::EVENT_TYPE_BOOKMARK) got.push_back(Describe(e));
-    }
-  }
-  std::sort(got.begin(), got.end() - 1);
-  EXPECT_EQ(got, (std::vector<std::string>{"ADDED new-a", "DELETED cm-000007",
-                                           "MODIFIED cm-000003", "FRESH"}));
+  EXPECT_EQ(SortedUntilFresh(watch.get()), kChangesThenFresh);
   EXPECT_TRUE(MetricBecomes(http, kStale, 0));
   ready = Readyz(http);
   ASSERT_TRUE(ready);
@@ -390,9 +389,7 @@ TEST_F(StaleStartE2eTest, ServedStaleThenFreshOnceTheApiServerAnswers) {
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_TRUE(
       WaitForConvergence(b->NewChannel(), "configmaps", *want, kConverge).ok());
-  ctx.TryCancel();
-  while (reader->Read(&resp)) {
-  }
+  watch.reset();
   EXPECT_EQ(b->Terminate(), 0);
 }
 
@@ -436,24 +433,6 @@ TEST_F(StaleStartE2eTest, WithoutServeStaleTheOutageServesNothing) {
   EXPECT_EQ(b->Terminate(), 0);
 }
 
-// The Watch events up to FRESH, bookmarks left out, FRESH last and the
-// others sorted.
-std::vector<std::string> ReadUntilFresh(
-    grpc::ClientReader<v1::WatchResponse>* reader) {
-  std::vector<std::string> got;
-  v1::WatchResponse resp;
-  while (got.empty() || got.back() != "FRESH") {
-    if (!reader->Read(&resp)) break;
-    for (const v1::Event& e : resp.events()) {
-      if (e.type() != v1::EVENT_TYPE_BOOKMARK) got.push_back(Describe(e));
-    }
-  }
-  if (!got.empty() && got.back() == "FRESH") {
-    std::sort(got.begin(), got.end() - 1);
-  }
-  return got;
-}
-
 TEST_F(StaleStartE2eTest, ServedStaleWithTheApiServerDownFromTheStart) {
   ASSERT_NO_FATAL_FAILURE(SnapshotThenChange());
   // Discovery and the cluster identity fail too: nothing listens there.
@@ -465,52 +444,19 @@ TEST_F(StaleStartE2eTest, ServedStaleWithTheApiServerDownFromTheStart) {
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(MetricBecomes(http, kStale, 1));
   auto stub = v1::Informer::NewStub(b->NewChannel());
-  {
-    grpc::ClientContext ctx;
-    v1::ListResourcesResponse resp;
-    ASSERT_TRUE(
-        stub->ListResources(&ctx, v1::ListResourcesRequest(), &resp).ok());
-    ASSERT_EQ(resp.resources_size(), 1);
-    EXPECT_EQ(resp.resources(0).resource(), "configmaps");
-    EXPECT_TRUE(resp.resources(0).stale());
-    EXPECT_FALSE(resp.resources(0).synced());
-    EXPECT_EQ(resp.resources(0).object_count(), kObjects);
-  }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::seconds(120));
-  v1::WatchRequest req;
-  req.set_resource("configmaps");
-  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
-      stub->Watch(&ctx, req);
-  int initial = 0;
-  std::string done;
-  v1::WatchResponse resp;
-  while (done.empty()) {
-    ASSERT_TRUE(reader->Read(&resp));
-    for (const v1::Event& e : resp.events()) {
-      if (e.initial()) ++initial;
-      if (e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) done = Describe(e);
-    }
-  }
-  EXPECT_EQ(initial, kObjects);
-  EXPECT_EQ(done, "INITIAL_STATE_DONE stale");
+  std::unique_ptr<server::WatchCall> watch = ExpectServedStale(stub.get());
 
   // The API server comes up on that port (the same cluster, changed).
   PortForwarder up(port, emulator_->port());
   ASSERT_TRUE(up.ok()) << "port " << port << " was taken meanwhile";
-  EXPECT_EQ(ReadUntilFresh(reader.get()),
-            (std::vector<std::string>{"ADDED new-a", "DELETED cm-000007",
-                                      "MODIFIED cm-000003", "FRESH"}));
+  EXPECT_EQ(SortedUntilFresh(watch.get()), kChangesThenFresh);
   EXPECT_TRUE(MetricBecomes(http, kStale, 0));
   absl::StatusOr<ObjectVersions> want =
       GetEmulatorState(emulator_->port(), "configmaps");
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_TRUE(
       WaitForConvergence(b->NewChannel(), "configmaps", *want, kConverge).ok());
-  ctx.TryCancel();
-  while (reader->Read(&resp)) {
-  }
+  watch.reset();
   EXPECT_EQ(b->Terminate(), 0);
   const std::string log = ReadFile(work_ + "/second.log");
   EXPECT_TRUE(absl::StrContains(log,

@@ -6,8 +6,6 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,14 +14,17 @@
 #include "informer/cache/testing/fake_source.h"
 #include "informer/util/clock.h"
 #include "server/informer_service/informer_service.h"
+#include "server/informer_service/testing/watch_call.h"
 #include "server/registry/informer_registry.h"
 
 namespace server {
 namespace {
 
 namespace v1 = ::informer::v1;
+using ::testing::Each;
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
 
 // Polls `cond` until true or 30 s of real time passed.
 template <typename Cond>
@@ -38,9 +39,9 @@ bool Eventually(Cond cond) {
 
 class StaleStateTest : public ::testing::Test {
  protected:
-  // Seeds the source with ns/a..ns/d, keeps that state as the snapshot,
-  // then changes the source behind it: b modified, d deleted, e added.
-  void SetUpRegistry(bool serve_stale) {
+  // The registry of one configmaps informer on a FakeSource (source_),
+  // entry_ its entry.
+  void CreateRegistry(bool serve_stale) {
     ListerWatcherFactory factory = [this](const ResourceConfig&)
         -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
       auto source = std::make_unique<informer::FakeSource>();
@@ -53,23 +54,11 @@ class StaleStateTest : public ::testing::Test {
                                              factory, std::move(options));
     ASSERT_TRUE(registry.ok()) << registry.status();
     registry_ = *std::move(registry);
-    for (const char* name : {"a", "b", "c", "d"}) {
-      ASSERT_TRUE(source_->Add("ns", name).ok());
-    }
-    std::vector<informer::ObjectPtr> snapshot;
-    for (const auto& [key, obj] : source_->Snapshot()) snapshot.push_back(obj);
-    const std::string rv = source_->CurrentResourceVersion();
-    ASSERT_TRUE(source_->Modify("ns", "b", {{"v", "2"}}).ok());
-    ASSERT_TRUE(source_->Delete("ns", "d").ok());
-    ASSERT_TRUE(source_->Add("ns", "e").ok());
     entry_ = *registry_->Find("configmaps");
-    ASSERT_TRUE(entry_->informer->SetInitialState(snapshot, rv).ok());
-    // What the snapshot loader says (the seam): written an hour ago.
-    entry_->stale.MarkLoadedFromSnapshot(clock_.Now() - absl::Hours(1));
-    // The API server cannot be reached.
-    source_->FailLists(1000000, absl::UnavailableError("connection refused"));
-    source_->FailWatches(1000000, absl::UnavailableError("connection refused"));
-    ASSERT_TRUE(registry_->Start().ok());
+  }
+
+  // The InformerService on a loopback port, stub_ its client.
+  void StartServer() {
     service_ = std::make_unique<InformerService>(
         registry_.get(), InformerService::Options{}, &clock_);
     grpc::ServerBuilder builder;
@@ -81,6 +70,27 @@ class StaleStateTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Informer::NewStub(grpc::CreateChannel(
         absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+
+  // Seeds the source with ns/a..ns/d, keeps that state as the snapshot,
+  // then changes the source behind it: b modified, d deleted, e added.
+  void SetUpRegistry(bool serve_stale) {
+    ASSERT_NO_FATAL_FAILURE(CreateRegistry(serve_stale));
+    for (const char* name : {"a", "b", "c", "d"}) {
+      ASSERT_TRUE(source_->Add("ns", name).ok());
+    }
+    std::vector<informer::ObjectPtr> snapshot;
+    for (const auto& [key, obj] : source_->Snapshot()) snapshot.push_back(obj);
+    const std::string rv = source_->CurrentResourceVersion();
+    ASSERT_TRUE(source_->Modify("ns", "b", {{"v", "2"}}).ok());
+    ASSERT_TRUE(source_->Delete("ns", "d").ok());
+    ASSERT_TRUE(source_->Add("ns", "e").ok());
+    ASSERT_TRUE(entry_->informer->SetInitialState(snapshot, rv).ok());
+    // What the snapshot loader says (the seam): written an hour ago.
+    entry_->stale.MarkLoadedFromSnapshot(clock_.Now() - absl::Hours(1));
+    CutOff();
+    ASSERT_TRUE(registry_->Start().ok());
+    ASSERT_NO_FATAL_FAILURE(StartServer());
     // Failed at least once: the informer has tried the API server.
     ASSERT_TRUE(Eventually(
         [&] { return entry_->informer->GetReflectorCounters().errors > 0; }));
@@ -89,6 +99,12 @@ class StaleStateTest : public ::testing::Test {
   void TearDown() override {
     if (server_) server_->Shutdown();
     if (registry_) registry_->Stop();
+  }
+
+  // The API server cannot be reached.
+  void CutOff() {
+    source_->FailLists(1000000, absl::UnavailableError("connection refused"));
+    source_->FailWatches(1000000, absl::UnavailableError("connection refused"));
   }
 
   void Heal() {
@@ -115,6 +131,14 @@ class StaleStateTest : public ::testing::Test {
     return stub_->Get(&ctx, req, &resp).error_code();
   }
 
+  // A Watch of every configmap from `resume_token` ("" for the start).
+  std::unique_ptr<WatchCall> Watch(const std::string& resume_token = "") {
+    v1::WatchRequest req;
+    req.set_resource("configmaps");
+    req.set_resume_token(resume_token);
+    return std::make_unique<WatchCall>(stub_.get(), req);
+  }
+
   informer::FakeClock clock_;
   informer::FakeSource* source_ = nullptr;
   std::unique_ptr<InformerRegistry> registry_;
@@ -123,18 +147,6 @@ class StaleStateTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Informer::Stub> stub_;
 };
-
-// "TYPE key" or "TYPE" for a marker, with " initial" / " stale".
-std::string Describe(const v1::Event& e) {
-  std::string out = v1::EventType_Name(e.type()).substr(11);
-  if (e.has_object()) {
-    auto obj = informer::Object::Parse(e.object().json());
-    if (obj.ok()) absl::StrAppend(&out, " ", (*obj)->Key());
-  }
-  if (e.initial()) absl::StrAppend(&out, " initial");
-  if (e.stale()) absl::StrAppend(&out, " stale");
-  return out;
-}
 
 TEST_F(StaleStateTest, ServedStaleThenFreshWithTheChangesAsEvents) {
   SetUpRegistry(/*serve_stale=*/true);
@@ -147,58 +159,34 @@ TEST_F(StaleStateTest, ServedStaleThenFreshWithTheChangesAsEvents) {
   // Queries answer from the snapshot without allow_stale.
   EXPECT_EQ(GetCode("d"), grpc::StatusCode::OK);
 
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  v1::WatchRequest req;
-  req.set_resource("configmaps");
-  auto reader = stub_->Watch(&ctx, req);
-  std::vector<std::string> got;
-  v1::WatchResponse resp;
-  while (got.empty() || got.back().rfind("INITIAL_STATE_DONE", 0) != 0) {
-    ASSERT_TRUE(reader->Read(&resp));
-    for (const v1::Event& e : resp.events()) got.push_back(Describe(e));
-  }
-  EXPECT_THAT(got, ElementsAre("ADDED ns/a initial", "ADDED ns/b initial",
-                               "ADDED ns/c initial", "ADDED ns/d initial",
-                               "INITIAL_STATE_DONE stale"));
+  std::unique_ptr<WatchCall> watch = Watch();
+  absl::StatusOr<WatchEvents> got =
+      watch->ReadUntil(v1::EVENT_TYPE_INITIAL_STATE_DONE);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(got->events,
+              ElementsAre("ADDED ns/a initial", "ADDED ns/b initial",
+                          "ADDED ns/c initial", "ADDED ns/d initial",
+                          "INITIAL_STATE_DONE stale"));
 
   Heal();
-  got.clear();
-  std::string last_token;
-  while (got.empty() || got.back() != "FRESH") {
-    ASSERT_TRUE(reader->Read(&resp));
-    for (const v1::Event& e : resp.events()) {
-      if (e.type() == v1::EVENT_TYPE_BOOKMARK) continue;
-      got.push_back(Describe(e));
-      EXPECT_FALSE(e.resume_token().empty());
-      last_token = e.resume_token();
-    }
-  }
+  got = watch->ReadUntil(v1::EVENT_TYPE_FRESH);
+  ASSERT_TRUE(got.ok()) << got.status();
   // The changes since the snapshot as ordinary events, then FRESH.
-  EXPECT_THAT(
-      got, ElementsAre("MODIFIED ns/b", "DELETED ns/d", "ADDED ns/e", "FRESH"));
+  EXPECT_THAT(got->events, ElementsAre("MODIFIED ns/b", "DELETED ns/d",
+                                       "ADDED ns/e", "FRESH"));
+  EXPECT_THAT(got->resume_tokens, Each(Not(IsEmpty())));
   status = Status();
   EXPECT_FALSE(status.stale());
   EXPECT_TRUE(status.synced());
   EXPECT_FALSE(status.has_stale_age());
   EXPECT_EQ(GetCode("d"), grpc::StatusCode::NOT_FOUND);
-  ctx.TryCancel();
-  while (reader->Read(&resp)) {
-  }
+  watch.reset();
 
   // A stream resuming after the turn hears FRESH again (it may have
   // missed it), with nothing else.
-  grpc::ClientContext ctx2;
-  ctx2.set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::seconds(60));
-  req.set_resume_token(last_token);
-  auto resumed = stub_->Watch(&ctx2, req);
-  ASSERT_TRUE(resumed->Read(&resp));
-  ASSERT_GE(resp.events_size(), 1);
-  EXPECT_EQ(Describe(resp.events(0)), "FRESH");
-  ctx2.TryCancel();
-  while (resumed->Read(&resp)) {
-  }
+  got = Watch(got->resume_tokens.back())->ReadUntil(v1::EVENT_TYPE_FRESH);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(got->events, ElementsAre("FRESH"));
 }
 
 TEST_F(StaleStateTest, WithoutServeStaleTheSameOutageWaitsForTheSync) {
@@ -208,91 +196,45 @@ TEST_F(StaleStateTest, WithoutServeStaleTheSameOutageWaitsForTheSync) {
   EXPECT_FALSE(status.stale());
   EXPECT_FALSE(status.synced());
   EXPECT_EQ(GetCode("a"), grpc::StatusCode::UNAVAILABLE);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  v1::WatchRequest req;
-  req.set_resource("configmaps");
-  auto reader = stub_->Watch(&ctx, req);
+  std::unique_ptr<WatchCall> watch = Watch();
   service_->watch_hub().WaitForWaitingStreams(1);
   Heal();
-  std::vector<std::string> got;
-  v1::WatchResponse resp;
-  while (got.empty() || got.back().rfind("INITIAL_STATE_DONE", 0) != 0) {
-    ASSERT_TRUE(reader->Read(&resp));
-    for (const v1::Event& e : resp.events()) got.push_back(Describe(e));
-  }
+  absl::StatusOr<WatchEvents> got =
+      watch->ReadUntil(v1::EVENT_TYPE_INITIAL_STATE_DONE);
+  ASSERT_TRUE(got.ok()) << got.status();
   // Today's behaviour: the caught-up state, never stale, no FRESH.
-  EXPECT_THAT(got, ElementsAre("ADDED ns/a initial", "ADDED ns/b initial",
-                               "ADDED ns/c initial", "ADDED ns/e initial",
-                               "INITIAL_STATE_DONE"));
+  EXPECT_THAT(got->events,
+              ElementsAre("ADDED ns/a initial", "ADDED ns/b initial",
+                          "ADDED ns/c initial", "ADDED ns/e initial",
+                          "INITIAL_STATE_DONE"));
   EXPECT_TRUE(Status().synced());
-  ctx.TryCancel();
-  while (reader->Read(&resp)) {
-  }
 }
 
 TEST_F(StaleStateTest, AStreamWaitingBeforeTheFailureIsServedStale) {
   // Not stale before an error: streams wait as for any sync.
-  ListerWatcherFactory factory = [this](const ResourceConfig&)
-      -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
-    auto source = std::make_unique<informer::FakeSource>();
-    source_ = source.get();
-    return source;
-  };
-  InformerRegistry::Options options;
-  options.serve_stale_on_start = true;
-  auto registry = InformerRegistry::Create({{.resource = "configmaps"}},
-                                           factory, std::move(options));
-  ASSERT_TRUE(registry.ok());
-  registry_ = *std::move(registry);
+  ASSERT_NO_FATAL_FAILURE(CreateRegistry(/*serve_stale=*/true));
   ASSERT_TRUE(source_->Add("ns", "a").ok());
-  entry_ = *registry_->Find("configmaps");
   ASSERT_TRUE(entry_->informer
                   ->SetInitialState({source_->Snapshot().begin()->second},
                                     source_->CurrentResourceVersion())
                   .ok());
   entry_->stale.MarkLoadedFromSnapshot(clock_.Now());
   EXPECT_FALSE(ObserveStale(*entry_).stale);
-  service_ = std::make_unique<InformerService>(
-      registry_.get(), InformerService::Options{}, &clock_);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  stub_ = v1::Informer::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  v1::WatchRequest req;
-  req.set_resource("configmaps");
-  auto reader = stub_->Watch(&ctx, req);
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  std::unique_ptr<WatchCall> watch = Watch();
   service_->watch_hub().WaitForWaitingStreams(1);
   // Now the API server is down: the waiting stream gets the snapshot.
-  source_->FailLists(1000000, absl::UnavailableError("connection refused"));
-  source_->FailWatches(1000000, absl::UnavailableError("connection refused"));
+  CutOff();
   ASSERT_TRUE(registry_->Start().ok());
-  std::vector<std::string> got;
-  v1::WatchResponse resp;
-  while (got.empty() || got.back().rfind("INITIAL_STATE_DONE", 0) != 0) {
-    ASSERT_TRUE(reader->Read(&resp));
-    for (const v1::Event& e : resp.events()) got.push_back(Describe(e));
-  }
-  EXPECT_THAT(got,
+  absl::StatusOr<WatchEvents> got =
+      watch->ReadUntil(v1::EVENT_TYPE_INITIAL_STATE_DONE);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(got->events,
               ElementsAre("ADDED ns/a initial", "INITIAL_STATE_DONE stale"));
   Heal();
-  got.clear();
-  while (got.empty() || got.back() != "FRESH") {
-    ASSERT_TRUE(reader->Read(&resp));
-    for (const v1::Event& e : resp.events()) {
-      if (e.type() != v1::EVENT_TYPE_BOOKMARK) got.push_back(Describe(e));
-    }
-  }
-  EXPECT_THAT(got, ElementsAre("FRESH"));
-  ctx.TryCancel();
-  while (reader->Read(&resp)) {
-  }
+  got = watch->ReadUntil(v1::EVENT_TYPE_FRESH);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(got->events, ElementsAre("FRESH"));
 }
 
 }  // namespace
