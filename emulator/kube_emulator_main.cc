@@ -48,6 +48,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -126,46 +129,69 @@ absl::Status SeedPodsSpreadOut(emulator::EmulatorWithFaults& emu) {
                                   absl::GetFlag(FLAGS_seed_pods), spread);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  // The emulator shares the machine with the sidecar it feeds in the
-  // benchmarks, where a real API server would run elsewhere; it should cost
-  // that machine as little as it can. Debian's Abseil records every lock
-  // acquisition for deadlock detection (the emulator's unit tests keep it),
-  // and glibc grows a thread's heap a page run at a time and gives it back
-  // as soon as it can: a paced write load paid an mprotect for most writes.
+// The emulator shares the machine with the sidecar it feeds in the
+// benchmarks, where a real API server would run elsewhere; it should cost
+// that machine as little as it can. Debian's Abseil records every lock
+// acquisition for deadlock detection (the emulator's unit tests keep it),
+// and glibc grows a thread's heap a page run at a time and gives it back
+// as soon as it can: a paced write load paid an mprotect for most writes.
+void TuneForASharedMachine() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   mallopt(M_TOP_PAD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
 
-  // SIGINT/SIGTERM wake main through a self-pipe, then it stops cleanly.
-  if (pipe(g_signal_pipe) != 0) {
-    LOG(ERROR) << "pipe failed";
-    return 1;
-  }
+// SIGINT/SIGTERM wake main through a self-pipe, then it stops cleanly.
+absl::Status InstallSignalPipe() {
+  if (pipe(g_signal_pipe) != 0) return absl::InternalError("pipe failed");
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  return absl::OkStatus();
+}
 
+// Blocks until SIGINT or SIGTERM; returns the signal.
+int WaitForSignal() {
+  unsigned char sig = 0;
+  while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+  }
+  return sig;
+}
+
+// --token: each TOKEN[:USER[:deny]].
+std::vector<emulator::EmulatorOptions::Token> TokensFromFlags() {
+  std::vector<emulator::EmulatorOptions::Token> tokens;
+  for (const std::string& spec : absl::GetFlag(FLAGS_token)) {
+    std::vector<std::string> parts = absl::StrSplit(spec, ':');
+    emulator::EmulatorOptions::Token t;
+    t.token = parts[0];
+    t.user = parts.size() > 1 ? parts[1] : "admin";
+    t.allowed = !(parts.size() > 2 && parts[2] == "deny");
+    tokens.push_back(t);
+  }
+  return tokens;
+}
+
+// The emulator's options from the flags; InvalidArgument for a value out
+// of range.
+absl::StatusOr<emulator::EmulatorOptions> OptionsFromFlags() {
   emulator::EmulatorOptions options;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
   options.tls = absl::GetFlag(FLAGS_tls);
   options.seed_pods = absl::GetFlag(FLAGS_seed_pods);
+  // --seed_pod_namespaces: the Pods are seeded spread out, not by Start().
+  if (absl::GetFlag(FLAGS_seed_pod_namespaces) > 0) options.seed_pods = 0;
   options.seed_configmaps = absl::GetFlag(FLAGS_seed_configmaps);
   options.serve_bytes_per_sec = absl::GetFlag(FLAGS_serve_bytes_per_sec);
-  options.watch_cache = absl::GetFlag(FLAGS_watch_cache);
   if (options.serve_bytes_per_sec < 0) {
-    LOG(ERROR) << "--serve_bytes_per_sec must be >= 0, got "
-               << options.serve_bytes_per_sec;
-    return 1;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--serve_bytes_per_sec must be >= 0, got ",
+                     options.serve_bytes_per_sec));
   }
+  options.watch_cache = absl::GetFlag(FLAGS_watch_cache);
   options.demo = absl::GetFlag(FLAGS_demo);
   options.churn_interval = absl::GetFlag(FLAGS_churn_interval);
   options.bookmark_interval = absl::GetFlag(FLAGS_bookmark_interval);
@@ -173,49 +199,62 @@ int main(int argc, char** argv) {
   options.compaction_interval = absl::GetFlag(FLAGS_compaction_interval);
   const std::string version = absl::GetFlag(FLAGS_server_version);
   if (version != "1.37" && version != "1.24") {
-    LOG(ERROR) << "--server_version must be 1.37 or 1.24, got " << version;
-    return 1;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--server_version must be 1.37 or 1.24, got ", version));
   }
   options.v1_24 = version == "1.24";
-  for (const std::string& spec : absl::GetFlag(FLAGS_token)) {
-    std::vector<std::string> parts = absl::StrSplit(spec, ':');
-    emulator::EmulatorOptions::Token t;
-    t.token = parts[0];
-    t.user = parts.size() > 1 ? parts[1] : "admin";
-    t.allowed = !(parts.size() > 2 && parts[2] == "deny");
-    options.tokens.push_back(t);
-  }
+  options.tokens = TokensFromFlags();
+  return options;
+}
 
-  // --seed_pod_namespaces: the Pods are seeded spread out, not by Start().
-  if (absl::GetFlag(FLAGS_seed_pod_namespaces) > 0) options.seed_pods = 0;
-  emulator::EmulatorWithFaults emu(options);
+// Seeds (spread-out Pods first), starts serving and writes --ca_file and
+// --print_port_file.
+absl::Status SeedAndStart(emulator::EmulatorWithFaults& emu) {
   if (absl::Status seeded = SeedPodsSpreadOut(emu); !seeded.ok()) {
-    LOG(ERROR) << "cannot seed: " << seeded;
+    return absl::Status(seeded.code(),
+                        absl::StrCat("cannot seed: ", seeded.message()));
+  }
+  if (absl::Status started = emu.Start(); !started.ok()) {
+    return absl::Status(started.code(),
+                        absl::StrCat("cannot start: ", started.message()));
+  }
+  const std::string ca_file = absl::GetFlag(FLAGS_ca_file);
+  if (absl::GetFlag(FLAGS_tls) && !ca_file.empty() &&
+      !WriteFileAtomically(ca_file, emu.ca_cert_pem())) {
+    return absl::InternalError("cannot write " + ca_file);
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_print_port_file);
+  if (!port_file.empty() &&
+      !WriteFileAtomically(port_file, std::to_string(emu.port()))) {
+    return absl::InternalError("cannot write " + port_file);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  TuneForASharedMachine();
+  if (absl::Status s = InstallSignalPipe(); !s.ok()) {
+    LOG(ERROR) << s.message();
     return 1;
   }
-  absl::Status started = emu.Start();
-  if (!started.ok()) {
-    LOG(ERROR) << "cannot start: " << started;
+  absl::StatusOr<emulator::EmulatorOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    LOG(ERROR) << options.status().message();
     return 1;
   }
-  if (options.tls && !absl::GetFlag(FLAGS_ca_file).empty() &&
-      !WriteFileAtomically(absl::GetFlag(FLAGS_ca_file), emu.ca_cert_pem())) {
-    LOG(ERROR) << "cannot write " << absl::GetFlag(FLAGS_ca_file);
-    return 1;
-  }
-  if (!absl::GetFlag(FLAGS_print_port_file).empty() &&
-      !WriteFileAtomically(absl::GetFlag(FLAGS_print_port_file),
-                           std::to_string(emu.port()))) {
-    LOG(ERROR) << "cannot write " << absl::GetFlag(FLAGS_print_port_file);
+  emulator::EmulatorWithFaults emu(*options);
+  if (absl::Status s = SeedAndStart(emu); !s.ok()) {
+    LOG(ERROR) << s.message();
     return 1;
   }
   std::printf("%d\n", emu.port());
   std::fflush(stdout);
-
-  unsigned char sig = 0;
-  while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-  }
-  LOG(INFO) << "signal " << static_cast<int>(sig) << ", stopping";
+  LOG(INFO) << "signal " << WaitForSignal() << ", stopping";
   emu.Stop();
   return 0;
 }
