@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -140,6 +141,9 @@ TEST(SidecarMetricsTest, InformerAndWatchMetricsFollowTheRegistry) {
                               "\"ADDED\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("informer_sidecar_watch_events_out_total{type="
                               "\"INITIAL_STATE_DONE\"} 1\n"));
+  // Every type has its series, the last one (FRESH) included.
+  EXPECT_THAT(text, HasSubstr("informer_sidecar_watch_events_out_total{type="
+                              "\"FRESH\"} 0\n"));
   EXPECT_THAT(text,
               HasSubstr("informer_sidecar_watch_coalesced_events_total 0\n"));
   EXPECT_THAT(text,
@@ -207,6 +211,88 @@ TEST(SidecarMetricsTest, StaleInformerGaugeAndReadiness) {
   EXPECT_EQ(SampleValue(registry.Render(), gauge), 0);
   EXPECT_THAT((*m)->NotReady(), IsEmpty());
   (*m)->Detach();
+  (*informers)->Stop();
+}
+
+// The FRESH a stream told stale gets once its informer caught up is
+// counted with the events written, as every other type is.
+TEST(SidecarMetricsTest, TheFreshEventIsCounted) {
+  informer::FakeSource* pods = nullptr;
+  InformerRegistry::Options options;
+  options.serve_stale_on_start = true;
+  auto informers = InformerRegistry::Create(
+      {{.resource = "pods"}},
+      [&pods](const ResourceConfig&)
+          -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
+        auto s = std::make_unique<informer::FakeSource>();
+        pods = s.get();
+        return s;
+      },
+      std::move(options));
+  ASSERT_TRUE(informers.ok()) << informers.status();
+  ASSERT_TRUE(pods->Add("default", "a").ok());
+  InformerRef entry = *(*informers)->Find("pods");
+  ASSERT_TRUE(entry->informer
+                  ->SetInitialState({pods->Snapshot().begin()->second},
+                                    pods->CurrentResourceVersion())
+                  .ok());
+  entry->stale.MarkLoadedFromSnapshot(absl::Now());
+  pods->FailLists(1000000, absl::UnavailableError("connection refused"));
+  pods->FailWatches(1000000, absl::UnavailableError("connection refused"));
+
+  metrics::Registry registry;
+  auto m = SidecarMetrics::Create(&registry);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto sidecar = SidecarServer::Start(informers->get(), "127.0.0.1:0");
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+  (*m)->Attach(informers->get(), &(*sidecar)->informer_service().watch_hub());
+  ASSERT_TRUE((*informers)->Start().ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!ObserveStale(*entry).stale) {
+    ASSERT_LT(absl::Now(), deadline) << "never stale";
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  auto stub = v1::Informer::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*sidecar)->port()),
+                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::WatchRequest req;
+  req.set_resource("pods");
+  auto reader = stub->Watch(&ctx, req);
+  bool stale_done = false;
+  while (!stale_done) {
+    v1::WatchResponse resp;
+    ASSERT_TRUE(reader->Read(&resp));
+    for (const v1::Event& e : resp.events()) {
+      if (e.type() == v1::EVENT_TYPE_INITIAL_STATE_DONE) {
+        EXPECT_TRUE(e.stale());
+        stale_done = true;
+      }
+    }
+  }
+  const std::string fresh =
+      "informer_sidecar_watch_events_out_total{type=\"FRESH\"}";
+  EXPECT_EQ(SampleValue(registry.Render(), fresh), 0);
+
+  pods->FailLists(0, absl::OkStatus());
+  pods->FailWatches(0, absl::OkStatus());
+  bool got_fresh = false;
+  while (!got_fresh) {
+    v1::WatchResponse resp;
+    ASSERT_TRUE(reader->Read(&resp));
+    for (const v1::Event& e : resp.events()) {
+      if (e.type() == v1::EVENT_TYPE_FRESH) got_fresh = true;
+    }
+  }
+  // Counted when its write started, before the client could read it.
+  EXPECT_EQ(SampleValue(registry.Render(), fresh), 1);
+  ctx.TryCancel();
+  reader->Finish();
+  (*m)->Detach();
+  (*sidecar)->Shutdown(absl::ZeroDuration());
+  (*sidecar)->Wait();
+  sidecar->reset();
   (*informers)->Stop();
 }
 

@@ -159,7 +159,7 @@ FanoutEvent::Kind FanoutEvent::KindOf(const SharedPtr& obj,
   return SameUid(prev, obj) ? Kind::kModified : Kind::kReplaced;
 }
 
-void FanoutEvent::CountTypes(std::array<uint64_t, 8>* by_type) const {
+void FanoutEvent::CountTypes(EventTypeCounts* by_type) const {
   switch (kind_) {
     case Kind::kDeleted:
       ++(*by_type)[v1::EVENT_TYPE_DELETED];

@@ -18,6 +18,10 @@
 
 namespace server {
 
+// Counts by event type, indexed by informer::v1::EventType value: a slot
+// for every value, so a type added to the proto is counted too.
+using EventTypeCounts = std::array<uint64_t, informer::v1::EventType_ARRAYSIZE>;
+
 // One state of an object, shared by every Watch stream it goes to: its key
 // computed once, serialized at most once per encoding, whatever the number
 // of streams.
@@ -128,7 +132,7 @@ class FanoutEvent {
   const SharedPtr& LeaveObject() const;
 
   // Counts the event's types as is into `by_type`.
-  void CountTypes(std::array<uint64_t, 8>* by_type) const;
+  void CountTypes(EventTypeCounts* by_type) const;
 
  private:
   // What the event reads as, as is (decided once: streams ask per write).

@@ -188,7 +188,7 @@ TEST(FanoutEventTest, EveryKindEncodesAsTheMessageWould) {
   v1::Event want = WantEvent(v1::EVENT_TYPE_MODIFIED, now_m, "t3");
   want.mutable_old_object()->set_json(prev_m->object().json().str());
   EXPECT_EQ(Bytes((*enc)->slices), Serialized({want}));
-  std::array<uint64_t, 8> by_type{};
+  EventTypeCounts by_type{};
   replaced.CountTypes(&by_type);
   deleted.CountTypes(&by_type);
   modified.CountTypes(&by_type);

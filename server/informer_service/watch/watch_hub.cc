@@ -353,7 +353,7 @@ void WatchHub::NoteEvent() {
   ++events_;
 }
 
-void WatchHub::NoteWritten(const std::array<uint64_t, 8>& by_type) {
+void WatchHub::NoteWritten(const EventTypeCounts& by_type) {
   for (size_t i = 0; i < by_type.size(); ++i) {
     if (by_type[i] != 0) {
       events_out_[i].fetch_add(by_type[i], std::memory_order_relaxed);

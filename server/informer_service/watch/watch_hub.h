@@ -118,7 +118,7 @@ class WatchHub : private WatchStreamHost {
   // Monotonic counters for metrics (read-only; cheap to read).
   struct Counters {
     // Events written to streams, indexed by informer::v1::EventType value.
-    std::array<uint64_t, 8> events_out{};
+    EventTypeCounts events_out{};
     // Pending events removed by coalescing (a slow stream's queue collapsed
     // per key).
     uint64_t coalesced = 0;
@@ -172,7 +172,7 @@ class WatchHub : private WatchStreamHost {
   void Undefer(WatchStreamReactor* stream) override
       ABSL_LOCKS_EXCLUDED(flush_mu_);
   void NotePending(size_t events, size_t longest_queue) override;
-  void NoteWritten(const std::array<uint64_t, 8>& by_type) override;
+  void NoteWritten(const EventTypeCounts& by_type) override;
   void NoteCoalesced(uint64_t n) override;
   void NoteExhausted() override;
   void NoteEvent() override;
@@ -216,7 +216,8 @@ class WatchHub : private WatchStreamHost {
   // deliveries/s; see docs/benchmarks.md, section 'Fan-out').
   alignas(64) std::atomic<uint64_t> queued_{0};
   std::atomic<size_t> peak_pending_{0};
-  alignas(64) std::array<std::atomic<uint64_t>, 8> events_out_{};
+  alignas(64) std::array<std::atomic<uint64_t>,
+                         std::tuple_size_v<EventTypeCounts>> events_out_{};
   alignas(64) std::atomic<uint64_t> coalesced_{0};
   std::atomic<uint64_t> exhausted_{0};
   // The rate estimate built from queued_.

@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "informer/util/clock.h"
+#include "server/informer_service/watch/watch_event.h"
 #include "server/informer_service/watch/watch_options.h"
 
 namespace server {
@@ -43,7 +44,7 @@ class WatchStreamHost {
   // `longest_queue` events. Called once per fan-out event for all its
   // streams (a per-stream call was a measurable share of the dispatch).
   virtual void NotePending(size_t events, size_t longest_queue) = 0;
-  virtual void NoteWritten(const std::array<uint64_t, 8>& by_type) = 0;
+  virtual void NoteWritten(const EventTypeCounts& by_type) = 0;
   virtual void NoteCoalesced(uint64_t removed) = 0;
   virtual void NoteExhausted() = 0;
 

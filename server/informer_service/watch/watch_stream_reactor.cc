@@ -326,7 +326,7 @@ void WatchStreamReactor::MaybeWriteLocked(bool force) {
     }
   }
   overflowed_ = false;
-  std::array<uint64_t, 8> by_type{};
+  EventTypeCounts by_type{};
   const size_t n = EncodeLocked(&by_type);
   if (n == 0) return;  // ended
   written_seq_ = pending_[n - 1].seq;
@@ -353,7 +353,7 @@ void WatchStreamReactor::MaybeWriteLocked(bool force) {
   StartWrite(&response_);
 }
 
-size_t WatchStreamReactor::EncodeLocked(std::array<uint64_t, 8>* by_type) {
+size_t WatchStreamReactor::EncodeLocked(EventTypeCounts* by_type) {
   const size_t cap = options_.max_message_bytes;
   // Events this stream made share their position's token (a run of
   // coalesced events names one position): encoded once per position.

@@ -170,7 +170,7 @@ class WatchStreamReactor final
   // Encodes the queue's first events into builder_, as many as fit in
   // max_message_bytes (at least one); returns how many, 0 if the stream
   // ended (an object could not be encoded).
-  size_t EncodeLocked(std::array<uint64_t, 8>* by_type)
+  size_t EncodeLocked(EventTypeCounts* by_type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Encodes one event this stream made (not an as-is fan-out event);
   // OutOfRange (nothing added) if the response would exceed `cap` bytes.
