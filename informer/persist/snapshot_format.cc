@@ -15,7 +15,8 @@ namespace snapshot_format {
 namespace {
 
 // The HEADER's keys. Every one is required (a reader of a later version may
-// find more, which it ignores).
+// find more, which it ignores), except kKind: files written before it was
+// recorded lack it.
 constexpr char kCluster[] = "cluster";
 constexpr char kGroup[] = "group";
 constexpr char kVersion[] = "version";
@@ -28,6 +29,7 @@ constexpr char kMetadataOnly[] = "metadata_only";
 constexpr char kResourceVersion[] = "resource_version";
 constexpr char kWrittenUnixNanos[] = "written_unix_nanos";
 constexpr char kWriter[] = "writer";
+constexpr char kKind[] = "kind";
 
 using KeyValues = absl::flat_hash_map<std::string, std::string>;
 
@@ -167,6 +169,7 @@ std::string EncodeHeader(const Header& header) {
       {kResourceVersion, header.resource_version},
       {kWrittenUnixNanos, absl::StrCat(absl::ToUnixNanos(header.written))},
       {kWriter, header.writer},
+      {kKind, id.kind},
   };
   std::string out;
   AppendVarint(sizeof(kv) / sizeof(kv[0]), &out);
@@ -200,6 +203,7 @@ absl::StatusOr<Header> DecodeHeader(absl::string_view payload) {
     absl::Status s = TakeString(*kv, key, out);
     if (!s.ok()) return s;
   }
+  if (auto kind = kv->find(kKind); kind != kv->end()) id.kind = kind->second;
   if (metadata_only != "true" && metadata_only != "false") {
     return absl::InvalidArgumentError(
         absl::StrCat("header: metadata_only is \"", metadata_only, "\""));

@@ -83,6 +83,7 @@ Header SampleHeader() {
   h.identity.group = "apps";
   h.identity.version = "v1";
   h.identity.resource = "deployments";
+  h.identity.kind = "Deployment";
   h.identity.namespace_ = "ns";
   h.identity.label_selector = "a=b";
   h.identity.field_selector = "f=g";
@@ -99,6 +100,7 @@ TEST(SnapshotFormatTest, HeaderRoundTrips) {
   absl::StatusOr<Header> got = DecodeHeader(EncodeHeader(h));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->identity, h.identity);
+  EXPECT_EQ(got->identity.kind, "Deployment");
   EXPECT_EQ(got->resource_version, "12345");
   EXPECT_EQ(got->written, h.written);
   EXPECT_EQ(got->writer, "informer-sidecar");
@@ -130,6 +132,14 @@ std::initializer_list<std::pair<std::string, std::string>> kComplete = {
     {"written_unix_nanos", "5"},
     {"writer", "w"},
 };
+
+TEST(SnapshotFormatTest, HeaderWithoutTheKindDecodesWithAnEmptyKind) {
+  // As written before the kind was recorded.
+  absl::StatusOr<Header> got = DecodeHeader(KeyValues(kComplete));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->identity.resource, "pods");
+  EXPECT_EQ(got->identity.kind, "");
+}
 
 TEST(SnapshotFormatTest, HeaderIgnoresUnknownKeys) {
   std::string payload = KeyValues(kComplete);

@@ -18,6 +18,11 @@ struct SnapshotIdentity {
   std::string group;
   std::string version;
   std::string resource;
+  // The resource's kind ("ConfigMap") as discovery named it: what a
+  // sidecar that cannot reach its API server resolves kind and singular
+  // names by. Descriptive, not part of the identity: never compared (a
+  // file written before the kind was recorded holds "" and still matches).
+  std::string kind;
   // "" = all namespaces.
   std::string namespace_;
   // The informer's server-side filters ("" = none).

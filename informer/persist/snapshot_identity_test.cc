@@ -26,6 +26,14 @@ TEST(SnapshotIdentityTest, EqualIdentitiesHaveNoMismatch) {
   EXPECT_EQ(DescribeIdentityMismatch(Pods(), Pods()), "");
 }
 
+TEST(SnapshotIdentityTest, TheKindIsNotCompared) {
+  // A file written before the kind was recorded still matches.
+  SnapshotIdentity with_kind = Pods();
+  with_kind.kind = "Pod";
+  EXPECT_EQ(Pods(), with_kind);
+  EXPECT_EQ(DescribeIdentityMismatch(Pods(), with_kind), "");
+}
+
 TEST(SnapshotIdentityTest, MismatchNamesTheFieldAndBothValues) {
   struct Case {
     void (*change)(SnapshotIdentity&);

@@ -3,9 +3,12 @@
 #include <glog/logging.h>
 
 #include <filesystem>
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "informer/object/api_error.h"
@@ -33,6 +36,12 @@ SnapshotIdentities SnapshotIdentities::Read(const std::string& dir) {
                    << id.status().message();
       continue;
     }
+    if (id->kind.empty()) {
+      LOG(WARNING) << "snapshot of " << id->resource
+                   << " has no kind (written before kinds were recorded): "
+                      "without the API server its kind and singular names "
+                      "do not resolve, only its plural";
+    }
     ids.push_back(*std::move(id));
   }
   if (ec) {
@@ -42,18 +51,42 @@ SnapshotIdentities SnapshotIdentities::Read(const std::string& dir) {
   return SnapshotIdentities(std::move(ids));
 }
 
+namespace {
+
+// The singular name discovery derives from a kind when the server leaves
+// it out: "ConfigMap" -> "configmap".
+std::string SingularOf(const informer::SnapshotIdentity& id) {
+  return absl::AsciiStrToLower(id.kind);
+}
+
+// Whether `name` names the resource of `id`: its plural, or its kind or
+// singular when recorded (any case, as discovery matches them), each alone,
+// with its group or with its version and group.
+bool Names(const informer::SnapshotIdentity& id, absl::string_view name) {
+  std::vector<std::string> bases = {id.resource};
+  if (!id.kind.empty()) {
+    bases.push_back(id.kind);
+    bases.push_back(SingularOf(id));
+  }
+  const std::string group = id.group.empty() ? "" : absl::StrCat(".", id.group);
+  for (const std::string& base : bases) {
+    for (const std::string& spelling :
+         {base, absl::StrCat(base, group),
+          absl::StrCat(base, ".", id.version, group)}) {
+      if (absl::EqualsIgnoreCase(spelling, name)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<informer::client::ApiResource> SnapshotIdentities::Resolve(
     absl::string_view name) const {
   const informer::SnapshotIdentity* found = nullptr;
   int matches = 0;
   for (const informer::SnapshotIdentity& id : ids_) {
-    const std::string dotted = id.group.empty()
-                                   ? id.resource
-                                   : absl::StrCat(id.resource, ".", id.group);
-    const std::string full =
-        absl::StrCat(id.resource, ".", id.version,
-                     id.group.empty() ? "" : absl::StrCat(".", id.group));
-    if (name == id.resource || name == dotted || name == full) {
+    if (Names(id, name)) {
       found = &id;
       ++matches;
     }
@@ -68,6 +101,9 @@ absl::StatusOr<informer::client::ApiResource> SnapshotIdentities::Resolve(
   r.group = found->group;
   r.version = found->version;
   r.resource = found->resource;
+  r.kind = found->kind;
+  r.singular = SingularOf(*found);
+  r.singular_derived = true;
   r.namespaced = !found->namespace_.empty();
   return r;
 }

@@ -36,10 +36,12 @@ class SnapshotIdentities {
       : ids_(std::move(ids)) {}
 
   // The resource of the snapshot that `name` names: its plural ("pods"),
-  // plural.group ("deployments.apps") or plural.version.group. Kind,
-  // verbs and short names are unknown (not in a snapshot); namespaced is
-  // taken as "the snapshot has a namespace". NotFound when no snapshot, or
-  // more than one, matches.
+  // plural.group ("deployments.apps") or plural.version.group, and the
+  // same with its kind ("Deployment") or singular ("deployment") when the
+  // snapshot recorded the kind (older files did not: their kind and
+  // singular stay empty, a warning at Read says so). Verbs and short names
+  // are unknown (not in a snapshot); namespaced is taken as "the snapshot
+  // has a namespace". NotFound when no snapshot, or more than one, matches.
   absl::StatusOr<informer::client::ApiResource> Resolve(
       absl::string_view name) const;
   // The cluster identity all the snapshots were written for. NotFound

@@ -116,5 +116,50 @@ TEST(SnapshotFallbackTest, TheResolverFallsBackOnlyWhenUnreachable) {
   EXPECT_EQ(*from_up.Canonical("deploy"), "deployments.apps");
 }
 
+TEST(SnapshotFallbackTest, TheKindAndSingularResolveWhenRecorded) {
+  const std::string dir = informer::snapshot_testing::MakeTempDir();
+  informer::SnapshotIdentity cm = Id("", "v1", "configmaps", "demo");
+  cm.kind = "ConfigMap";
+  informer::SnapshotIdentity deploy = Id("apps", "v1", "deployments", "");
+  deploy.kind = "Deployment";
+  // Written before kinds were recorded.
+  const informer::SnapshotIdentity old = Id("", "v1", "secrets", "");
+  for (const informer::SnapshotIdentity& id : {cm, deploy, old}) {
+    ASSERT_TRUE(informer::WriteSnapshot(dir, id, "5",
+                                        std::vector<informer::ObjectPtr>())
+                    .ok());
+  }
+  const SnapshotIdentities ids = SnapshotIdentities::Read(dir);
+  for (const char* name :
+       {"ConfigMap", "configmap", "configmaps", "CONFIGMAP", "configmap.v1"}) {
+    absl::StatusOr<informer::client::ApiResource> r = ids.Resolve(name);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+    EXPECT_EQ(r->resource, "configmaps") << name;
+    EXPECT_EQ(r->kind, "ConfigMap") << name;
+    EXPECT_EQ(r->singular, "configmap") << name;
+  }
+  for (const char* name :
+       {"Deployment", "deployment.apps", "Deployment.v1.apps"}) {
+    absl::StatusOr<informer::client::ApiResource> r = ids.Resolve(name);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+    EXPECT_EQ(r->resource, "deployments") << name;
+    EXPECT_EQ(r->kind, "Deployment") << name;
+  }
+  // The older file: its plural only, its kind empty.
+  absl::StatusOr<informer::client::ApiResource> s = ids.Resolve("secrets");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->kind, "");
+  EXPECT_EQ(s->singular, "");
+  EXPECT_TRUE(absl::IsNotFound(ids.Resolve("Secret").status()));
+  EXPECT_TRUE(absl::IsNotFound(ids.Resolve("secret").status()));
+
+  // Through the resolver while discovery cannot be reached.
+  FixedResolver down(informer::ConnectionError("GET", "/api", "refused"));
+  SnapshotFallbackResolver from_down(&down, &ids);
+  absl::StatusOr<std::string> c = from_down.Canonical("Deployment");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, "deployments.apps");
+}
+
 }  // namespace
 }  // namespace server
