@@ -352,7 +352,8 @@ std::unique_ptr<ClusterCheck> NewClusterCheck(
                    << ") than the one the snapshots were trusted for: "
                       "shutting down; the next start lists cold";
         kill(getpid(), SIGTERM);
-      });
+      },
+      [transport] { return FallbackClusterIdentity(transport->config()); });
 }
 
 // The ResourceClient behind an informer's source (through the cluster

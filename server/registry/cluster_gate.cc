@@ -1,14 +1,37 @@
 #include "server/registry/cluster_gate.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace server {
 
 void ClusterCheck::Trust(std::string identity) {
   absl::MutexLock lock(&mu_);
   trusted_ = std::move(identity);
+}
+
+namespace {
+
+// "uid" or "server" (cluster_identity.h): what an identity is made of.
+absl::string_view KindOf(absl::string_view identity) {
+  return identity.substr(0, identity.find(':'));
+}
+
+}  // namespace
+
+std::string ClusterCheck::Comparable(const std::string& read,
+                                     absl::Status* why) const {
+  if (KindOf(read) == KindOf(trusted_)) return read;
+  if (KindOf(trusted_) != "uid" && fallback_) return fallback_();
+  if (KindOf(trusted_) != "uid") return read;  // no fallback: compared as is
+  *why = absl::UnavailableError(absl::StrCat(
+      "cannot confirm the cluster of the snapshots (", trusted_,
+      "): the API server answered as ", read,
+      ", its kube-system namespace not readable now; serving stale"));
+  return "";
 }
 
 absl::Status ClusterCheck::Verify() {
@@ -21,7 +44,9 @@ absl::Status ClusterCheck::Verify() {
     if (actual_.empty()) {
       absl::StatusOr<std::string> read = read_();
       if (!read.ok()) return read.status();
-      actual_ = *std::move(read);
+      absl::Status unsettled;
+      actual_ = Comparable(*read, &unsettled);
+      if (actual_.empty()) return unsettled;
       mismatch = actual_ != trusted_;
     }
     if (actual_ == trusted_) return absl::OkStatus();

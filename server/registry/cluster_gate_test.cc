@@ -63,6 +63,49 @@ TEST(ClusterGateTest, AnotherClusterIsRefusedForGoodAndReportedOnce) {
   EXPECT_EQ(reads.next, 1u);
 }
 
+// A restarting API server answers 403 until its RBAC caches filled: the
+// uid cannot be read, the URL and CA stand in. That settles nothing.
+TEST(ClusterGateTest, AUidTrustedIsNotSettledByTheUrlAndCa) {
+  Reads reads{{std::string("server:https://h:6443 ca-sha256:1"),
+               std::string("server:https://h:6443 ca-sha256:1"),
+               std::string("uid:a")}};
+  int mismatches = 0;
+  ClusterCheck check([&] { return reads.Read(); },
+                     [&](const std::string&) { ++mismatches; });
+  check.Trust("uid:a");
+  ClusterGatedSource gated(std::make_unique<informer::FakeSource>(), &check);
+  for (int i = 0; i < 2; ++i) {
+    absl::Status st = gated.List(informer::ListOptions()).status();
+    EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+    EXPECT_NE(st.message().find("cannot confirm"), std::string::npos) << st;
+  }
+  EXPECT_TRUE(gated.List(informer::ListOptions()).ok());
+  EXPECT_EQ(reads.next, 3u);
+  EXPECT_EQ(mismatches, 0);
+}
+
+// Snapshots written where the uid could not be read; now it can: the API
+// server's URL and CA settle it, as for a start without snapshots.
+TEST(ClusterGateTest, TheUrlAndCaTrustedAreComparedAsSuch) {
+  const std::string here = "server:https://h:6443 ca-sha256:1";
+  Reads reads{{std::string("uid:z")}};
+  ClusterCheck same([&] { return reads.Read(); }, nullptr,
+                    [&] { return here; });
+  same.Trust(here);
+  EXPECT_TRUE(same.Verify().ok());
+
+  Reads again{{std::string("uid:z")}};
+  std::vector<std::string> reported;
+  ClusterCheck moved(
+      [&] { return again.Read(); },
+      [&](const std::string& actual) { reported.push_back(actual); },
+      [] { return std::string("server:https://other:6443 ca-sha256:2"); });
+  moved.Trust(here);
+  EXPECT_TRUE(absl::IsFailedPrecondition(moved.Verify()));
+  EXPECT_EQ(reported,
+            std::vector<std::string>{"server:https://other:6443 ca-sha256:2"});
+}
+
 TEST(ClusterGateTest, NothingIsGatedUntilAnIdentityIsTrusted) {
   int reads = 0;
   ClusterCheck check(
