@@ -1,18 +1,13 @@
 #include "server/app/sidecar_app.h"
 
 #include <glog/logging.h>
-#include <grpc/grpc.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -24,11 +19,13 @@
 #include "informer/cache/event_printer.h"
 #include "informer/client/kube_client.h"
 #include "informer/object/zstd_json_compressor.h"
+#include "server/app/grpc_serving_hook.h"
+#include "server/app/ports_file.h"
 #include "server/app/sidecar_metrics.h"
 #include "server/app/sidecar_server.h"
+#include "server/app/snapshot_metrics.h"
 #include "server/config/cache_upstream.h"
 #include "server/events_service/event_recording.h"
-#include "server/ops/grpc_metrics_interceptor.h"
 #include "server/ops/http_server.h"
 #include "server/ops/metrics.h"
 #include "server/registry/cluster_gate.h"
@@ -58,87 +55,6 @@ informer::client::ResourceClientOptions ResourceClientOptionsOf(
   options.label_selector = config.label_selector;
   options.field_selector = config.field_selector;
   return options;
-}
-
-int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
-
-// Keepalive, message size limits and the gRPC call metrics interceptor, as
-// a SidecarServer builder hook. Watch calls are counted by the informer
-// service instead (`*count_watch_call`): the interceptor would run on every
-// message a Watch stream sends.
-absl::StatusOr<std::function<void(grpc::ServerBuilder&)>> ServingHook(
-    const SidecarOptions& o, metrics::Registry* metrics,
-    std::function<std::function<void(const grpc::Status&)>(
-        const grpc::CallbackServerContext&)>* count_watch_call) {
-  absl::StatusOr<std::unique_ptr<GrpcMetricsInterceptorFactory>> interceptor =
-      GrpcMetricsInterceptorFactory::Create(metrics, kMetricPrefix);
-  if (!interceptor.ok()) return interceptor.status();
-  std::shared_ptr<const CallMeter> watch_meter =
-      (*interceptor)->CountInHandler("/informer.v1.Informer/Watch");
-  *count_watch_call = [watch_meter](const grpc::CallbackServerContext& ctx) {
-    watch_meter->Started();
-    return [watch_meter, peer = ctx.peer(),
-            start = std::chrono::steady_clock::now()](const grpc::Status& s) {
-      watch_meter->Ended(
-          s.error_code(),
-          absl::FromChrono(std::chrono::steady_clock::now() - start), peer);
-    };
-  };
-  // The builder hook is a copyable std::function; the factory moves into
-  // the builder the one time it runs.
-  auto factory =
-      std::make_shared<std::unique_ptr<GrpcMetricsInterceptorFactory>>(
-          *std::move(interceptor));
-  return [=](grpc::ServerBuilder& builder) {
-    // Server pings find dead clients (a killed process whose kernel did not
-    // reset the connection, a vanished node); their streams then end.
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                               static_cast<int>(Millis(o.keepalive_time)));
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                               static_cast<int>(Millis(o.keepalive_timeout)));
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-    // Clients may ping too (to detect a dead sidecar), also while idle,
-    // but not more often than this.
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    builder.AddChannelArgument(
-        GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-        static_cast<int>(Millis(o.min_ping_interval)));
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                               o.max_concurrent_streams);
-    builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
-    builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_request_bytes));
-    if (*factory != nullptr) {
-      std::vector<std::unique_ptr<
-          grpc::experimental::ServerInterceptorFactoryInterface>>
-          creators;
-      creators.push_back(std::move(*factory));
-      builder.experimental().SetInterceptorCreators(std::move(creators));
-    }
-  };
-}
-
-// Writes "grpc=PORT\nhttp=PORT\n" (and "kube_api=PORT\n" when the facade
-// serves: kube_api_port > 0) to `path` atomically (a temporary file
-// renamed), so a reader never sees half of it.
-absl::Status WritePortsFile(const std::string& path, int grpc_port,
-                            int http_port, int kube_api_port = 0) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << "grpc=" << grpc_port << "\nhttp=" << http_port << "\n";
-    if (kube_api_port > 0) out << "kube_api=" << kube_api_port << "\n";
-    out.close();
-    if (!out) {
-      return absl::UnavailableError(
-          absl::StrCat("--ports_file: cannot write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("--ports_file: cannot rename ",
-                                               tmp, " to ", path, ": ",
-                                               std::strerror(errno)));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -352,8 +268,7 @@ std::unique_ptr<ClusterCheck> NewClusterCheck(
                    << ") than the one the snapshots were trusted for: "
                       "shutting down; the next start lists cold";
         kill(getpid(), SIGTERM);
-      },
-      [transport] { return FallbackClusterIdentity(transport->config()); });
+      });
 }
 
 // The ResourceClient behind an informer's source (through the cluster
@@ -537,61 +452,6 @@ absl::Status Sidecar::OpenCacheDir() {
   return absl::OkStatus();
 }
 
-namespace {
-
-// informer_sidecar_snapshot_*: the keeper's writes, read at scrape time.
-absl::Status RegisterSnapshotMetrics(metrics::Registry* registry,
-                                     const std::shared_ptr<SnapshotKeeper>& k) {
-  struct Def {
-    const char* name;
-    const char* help;
-    bool counter;
-    std::function<double(const SnapshotKeeper::Stats&)> value;
-  };
-  const Def defs[] = {
-      {"snapshot_writes_total", "Cache snapshots written to --cache_dir.", true,
-       [](const SnapshotKeeper::Stats& s) { return s.writes; }},
-      {"snapshot_write_failures_total",
-       "Cache snapshot writes that failed (the previous snapshot is kept).",
-       true, [](const SnapshotKeeper::Stats& s) { return s.write_failures; }},
-      {"snapshot_bytes", "Bytes on disk of the snapshots last written.", false,
-       [](const SnapshotKeeper::Stats& s) {
-         return static_cast<double>(s.bytes);
-       }},
-      {"snapshot_last_success_age_seconds",
-       "Seconds since the last snapshot write round that succeeded (-1: "
-       "none yet).",
-       false,
-       [](const SnapshotKeeper::Stats& s) {
-         return s.last_success == absl::InfinitePast()
-                    ? -1.0
-                    : absl::ToDoubleSeconds(absl::Now() - s.last_success);
-       }},
-      {"snapshots_loaded_total",
-       "Informers started from their snapshot (warm restarts).", true,
-       [](const SnapshotKeeper::Stats& s) { return s.loaded; }},
-      {"snapshots_rejected_total",
-       "Snapshots present but not used (unreadable, corrupted, another "
-       "version or identity): cold starts.",
-       true, [](const SnapshotKeeper::Stats& s) { return s.rejected; }},
-  };
-  for (const Def& d : defs) {
-    metrics::SampleFn fn = [k, value = d.value] {
-      metrics::Sample sample;
-      sample.value = value(k->GetStats());
-      return std::vector<metrics::Sample>{sample};
-    };
-    const std::string name = absl::StrCat(kMetricPrefix, d.name);
-    absl::Status st = d.counter
-                          ? registry->AddCallbackCounter(name, d.help, {}, fn)
-                          : registry->AddCallbackGauge(name, d.help, {}, fn);
-    if (!st.ok()) return st;
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status Sidecar::LoadSnapshots() {
   if (snapshots_ == nullptr) return absl::OkStatus();
   if (absl::Status st = RegisterSnapshotMetrics(metrics_.get(), snapshots_);
@@ -624,8 +484,6 @@ absl::Status Sidecar::LoadSnapshots() {
     t.identity.group = rc->resource().group;
     t.identity.version = rc->resource().version;
     t.identity.resource = rc->resource().resource;
-    // Recorded for a start without the API server (--serve_stale_on_start).
-    t.identity.kind = rc->resource().kind;
     t.identity.namespace_ = c.namespace_;
     t.identity.label_selector = c.label_selector;
     t.identity.field_selector = c.field_selector;
