@@ -395,8 +395,21 @@ class ControlPlane:
             self.feature_gates = dict(feature_gates)
         if extra_flags is not None:
             self.extra_apiserver_flags = list(extra_flags)
+        self.stop_apiserver()
+        self.start_apiserver()
+
+    def stop_apiserver(self):
+        """Stops kube-apiserver (SIGTERM) and leaves etcd running: an API
+        server outage. Its port refuses connections until start_apiserver."""
         self.apiserver.stop()
+
+    def start_apiserver(self):
+        """Starts kube-apiserver again after stop_apiserver, on the same
+        port against the same etcd; returns once /readyz answers ok."""
         self._start_apiserver(new_port=False)
+
+    def apiserver_running(self):
+        return self.apiserver is not None and self.apiserver.running()
 
     def etcdctl(self, *args):
         out = subprocess.run(
