@@ -1,9 +1,7 @@
 package dev.informersidecar.client;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import io.grpc.Channel;
 import io.grpc.Context;
-import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import informer.v1.InformerGrpc;
@@ -26,9 +24,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.function.Consumer;
 import java.util.function.Function;
-import java.util.function.IntConsumer;
 import java.util.function.Predicate;
 import java.util.logging.Level;
 
@@ -129,8 +125,7 @@ public final class RemoteInformer implements AutoCloseable {
     this.resource = b.resource;
     this.namespace = b.namespace;
     this.labelSelector = b.labelSelector;
-    this.stream = new StreamThread(lock, "RemoteInformer", resource, b.target,
-        b.channel, b.headers);
+    this.stream = b.newStreamThread(lock, "RemoteInformer", resource);
     this.resumeToken = b.resumeToken;
     Backoff backoff = new Backoff(b.initialBackoff, b.maxBackoff, b.rand);
     String name = "RemoteInformer(" + resource + ")";
@@ -161,36 +156,21 @@ public final class RemoteInformer implements AutoCloseable {
   }
 
   /** Options of a {@link RemoteInformer}; not thread-safe. */
-  public static final class Builder {
+  public static final class Builder extends StreamBuilder<Builder> {
     private final String resource;
-    private String target = Sidecar.DEFAULT_TARGET;
-    private Channel channel;
     private String namespace = "";
     private String labelSelector = "";
     private String resumeToken = "";
-    private Duration initialBackoff = Duration.ofMillis(100);
-    private Duration maxBackoff = Duration.ofSeconds(30);
     private java.util.function.DoubleSupplier rand;
     private final Map<String, Function<JsonNode, Collection<String>>> indexers =
         new HashMap<>();
-    private Metadata headers;
-    private Executor executor;
-    private Consumer<StreamError> onError;
-    private IntConsumer onRecovered;
 
     private Builder(String resource) {
       this.resource = resource;
     }
 
-    /** The sidecar, "host:port" or "unix:/path" (default 127.0.0.1:50051). */
-    public Builder target(String target) {
-      this.target = target;
-      return this;
-    }
-
-    /** An existing channel to use instead of target (not closed by close()). */
-    public Builder channel(Channel channel) {
-      this.channel = channel;
+    @Override
+    Builder self() {
       return this;
     }
 
@@ -212,13 +192,6 @@ public final class RemoteInformer implements AutoCloseable {
       return this;
     }
 
-    /** Reconnect delays: doubling from initial to max, with jitter. */
-    public Builder backoff(Duration initial, Duration max) {
-      this.initialBackoff = initial;
-      this.maxBackoff = max;
-      return this;
-    }
-
     /** Jitter source in [0, 1) (tests: a constant gives exact delays). */
     Builder random(java.util.function.DoubleSupplier rand) {
       this.rand = rand;
@@ -231,33 +204,6 @@ public final class RemoteInformer implements AutoCloseable {
      */
     public Builder indexer(String name, Function<JsonNode, Collection<String>> fn) {
       indexers.put(name, fn);
-      return this;
-    }
-
-    /** gRPC metadata on every call, e.g. authorization: Bearer TOKEN. */
-    public Builder header(String key, String value) {
-      if (headers == null) {
-        headers = new Metadata();
-      }
-      headers.put(Metadata.Key.of(key, Metadata.ASCII_STRING_MARSHALLER), value);
-      return this;
-    }
-
-    /** Where handlers and callbacks run (serialized); default: own thread. */
-    public Builder executor(Executor executor) {
-      this.executor = executor;
-      return this;
-    }
-
-    /** Called with every stream failure (before the back-off wait). */
-    public Builder onError(Consumer<StreamError> onError) {
-      this.onError = onError;
-      return this;
-    }
-
-    /** Called with the count of failures when a stream delivers again. */
-    public Builder onRecovered(IntConsumer onRecovered) {
-      this.onRecovered = onRecovered;
       return this;
     }
 

@@ -1,8 +1,6 @@
 package dev.informersidecar.client;
 
-import io.grpc.Channel;
 import io.grpc.Context;
-import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
 import informer.v1.WorkQueueGrpc;
@@ -22,8 +20,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Consumer;
-import java.util.function.IntConsumer;
 import java.util.function.Predicate;
 import java.util.logging.Level;
 
@@ -108,8 +104,7 @@ public final class WorkQueueWorker implements AutoCloseable {
         "WorkQueueWorker(" + queue + "): lease stream failed",
         "WorkQueueWorker(" + queue + "): lease stream works again", b.onError,
         b.onRecovered, Set.of(), Runnable::run);
-    stream = new StreamThread(lock, "WorkQueueWorker", queue, b.target,
-        b.channel, b.headers);
+    stream = b.newStreamThread(lock, "WorkQueueWorker", queue);
   }
 
   /** A builder of a worker of {@code queue} running {@code handler}. */
@@ -118,33 +113,19 @@ public final class WorkQueueWorker implements AutoCloseable {
   }
 
   /** Options of a {@link WorkQueueWorker}; not thread-safe. */
-  public static final class Builder {
+  public static final class Builder extends StreamBuilder<Builder> {
     private final String queue;
     private final KeyHandler handler;
-    private String target = Sidecar.DEFAULT_TARGET;
-    private Channel channel;
     private int credit = 1;
     private String name = "";
-    private Duration initialBackoff = Duration.ofMillis(100);
-    private Duration maxBackoff = Duration.ofSeconds(30);
-    private Metadata headers;
-    private Executor executor;
-    private Consumer<StreamError> onError;
-    private IntConsumer onRecovered;
 
     private Builder(String queue, KeyHandler handler) {
       this.queue = queue;
       this.handler = handler;
     }
 
-    public Builder target(String target) {
-      this.target = target;
-      return this;
-    }
-
-    /** An existing channel (not closed by close()). */
-    public Builder channel(Channel channel) {
-      this.channel = channel;
+    @Override
+    Builder self() {
       return this;
     }
 
@@ -157,36 +138,6 @@ public final class WorkQueueWorker implements AutoCloseable {
     /** The worker's name in the sidecar's stats and logs. */
     public Builder name(String name) {
       this.name = name == null ? "" : name;
-      return this;
-    }
-
-    public Builder backoff(Duration initial, Duration max) {
-      this.initialBackoff = initial;
-      this.maxBackoff = max;
-      return this;
-    }
-
-    public Builder header(String key, String value) {
-      if (headers == null) {
-        headers = new Metadata();
-      }
-      headers.put(Metadata.Key.of(key, Metadata.ASCII_STRING_MARSHALLER), value);
-      return this;
-    }
-
-    /** Where handler calls run (default: a pool of credit threads). */
-    public Builder executor(Executor executor) {
-      this.executor = executor;
-      return this;
-    }
-
-    public Builder onError(Consumer<StreamError> onError) {
-      this.onError = onError;
-      return this;
-    }
-
-    public Builder onRecovered(IntConsumer onRecovered) {
-      this.onRecovered = onRecovered;
       return this;
     }
 
