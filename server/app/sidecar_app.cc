@@ -268,7 +268,8 @@ std::unique_ptr<ClusterCheck> NewClusterCheck(
                    << ") than the one the snapshots were trusted for: "
                       "shutting down; the next start lists cold";
         kill(getpid(), SIGTERM);
-      });
+      },
+      [transport] { return FallbackClusterIdentity(transport->config()); });
 }
 
 // The ResourceClient behind an informer's source (through the cluster
@@ -484,6 +485,8 @@ absl::Status Sidecar::LoadSnapshots() {
     t.identity.group = rc->resource().group;
     t.identity.version = rc->resource().version;
     t.identity.resource = rc->resource().resource;
+    // Recorded for a start without the API server (--serve_stale_on_start).
+    t.identity.kind = rc->resource().kind;
     t.identity.namespace_ = c.namespace_;
     t.identity.label_selector = c.label_selector;
     t.identity.field_selector = c.field_selector;
