@@ -5,9 +5,7 @@
 #include <glog/logging.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,12 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
+#include "informer/client/curl_response.h"
 #include "informer/object/api_error.h"
 
 namespace informer {
@@ -39,149 +34,6 @@ constexpr long kReceiveBufferBytes = 512 * 1024;
 // Unread body bytes at which a stream's transfer pauses (see
 // ResponseState::pause_above).
 constexpr size_t kStreamPauseAboveBytes = 1 << 20;
-
-// Bodies at least this large are grown into memory advised for transparent
-// huge pages. Why: a large list's GET spends most of its CPU in first
-// touches of freshly mmapped body memory (one page fault per 4 KiB, very
-// expensive on virtualised hosts), and 2 MiB pages remove most of them
-// (docs/perf-log/2026-12-01-initial-sync.md has the profiles and figures).
-// Smaller bodies come from malloc's heap and gain nothing.
-constexpr size_t kHugePageBodyBytes = 2 << 20;
-
-// Asks the kernel for transparent huge pages over the page-aligned part of
-// [data, data + size). Only a hint: failures (THP disabled) are ignored.
-void AdviseHugePages(char* data, size_t size) {
-#ifdef MADV_HUGEPAGE
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t begin =
-      (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
-  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
-  if (end > begin) {
-    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-  }
-#endif
-}
-
-// Makes room for `needed` bytes in *body, growing geometrically. Large
-// buffers are advised for huge pages before anything is written to them,
-// so that the copy of the old contents already lands on huge pages.
-void ReserveBody(std::string* body, size_t needed) {
-  if (body->capacity() >= needed) return;
-  const size_t capacity = std::max(needed, body->capacity() * 2);
-  if (capacity < kHugePageBodyBytes) {
-    body->reserve(capacity);
-    return;
-  }
-  std::string grown;
-  grown.reserve(capacity);
-  AdviseHugePages(grown.data(), grown.capacity());
-  grown.append(*body);
-  body->swap(grown);
-}
-
-// What the header and write callbacks collect for one transfer.
-struct ResponseState {
-  int status = 0;
-  bool headers_done = false;
-  std::map<std::string, std::string> headers;
-  std::string body;
-  // Body bytes received by this transfer (after content decoding).
-  uint64_t bytes = 0;
-  // The transport's running total, shared by all transfers.
-  std::atomic<uint64_t>* total_bytes = nullptr;
-  // Unary requests reserve the body from Content-Length when it is known
-  // (streams never: their bodies are drained as they arrive).
-  bool reserve_from_length = false;
-  // Bytes to reserve at the first body byte when no Content-Length came
-  // (chunked list pages): the previous large GET's size, since pages of
-  // one list are alike. Saves the copies of geometric growth.
-  size_t size_hint = 0;
-  // Streams: callbacks record activity here (the reader thread only).
-  Clock* clock = nullptr;
-  absl::Time last_byte;
-  // Streams: once the body holds this many bytes not yet read, the
-  // transfer pauses (libcurl keeps the chunk and delivers it again when
-  // the reader resumes it) instead of growing the body: libcurl reads up to
-  // ~100 receive buffers per perform, so a burst of watch events would
-  // otherwise grow the body, and the reader's buffers after it, to tens of
-  // MiB that stay allocated for the watch's lifetime. TCP flow control
-  // then holds the rest at the server. 0: never pause.
-  size_t pause_above = 0;
-  bool paused = false;
-  // HttpRequest::body_sink (unary requests), and its first error.
-  const std::function<absl::Status(absl::string_view)>* sink = nullptr;
-  absl::Status sink_status;
-
-  // True when body bytes go to the sink: a 2xx answer with a sink.
-  bool Sinking() const {
-    return sink != nullptr && *sink && status >= 200 && status < 300;
-  }
-};
-
-size_t OnHeader(char* data, size_t size, size_t n, void* user) {
-  auto* st = static_cast<ResponseState*>(user);
-  absl::string_view line(data, size * n);
-  if (st->clock != nullptr) st->last_byte = st->clock->Now();
-  if (absl::StartsWith(line, "HTTP/")) {
-    // A new response (after 100 Continue or a redirect): start over.
-    st->headers.clear();
-    st->headers_done = false;
-    std::vector<absl::string_view> parts =
-        absl::StrSplit(line, absl::MaxSplits(' ', 2));
-    int code = 0;
-    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &code)) {
-      st->status = code;
-    }
-    return size * n;
-  }
-  absl::string_view stripped = absl::StripAsciiWhitespace(line);
-  if (stripped.empty()) {
-    if (st->status >= 200) st->headers_done = true;
-    return size * n;
-  }
-  size_t colon = stripped.find(':');
-  if (colon != absl::string_view::npos) {
-    std::string name = absl::AsciiStrToLower(stripped.substr(0, colon));
-    absl::string_view value =
-        absl::StripAsciiWhitespace(stripped.substr(colon + 1));
-    uint64_t length = 0;
-    // A bound keeps a hostile Content-Length from reserving gigabytes.
-    if (st->reserve_from_length && !st->Sinking() && name == "content-length" &&
-        absl::SimpleAtoi(value, &length) && length <= (uint64_t{1} << 31)) {
-      ReserveBody(&st->body, static_cast<size_t>(length));
-      st->size_hint = 0;  // the exact size beats a guess
-    }
-    st->headers[std::move(name)] = std::string(value);
-  }
-  return size * n;
-}
-
-size_t OnWrite(char* data, size_t size, size_t n, void* user) {
-  auto* st = static_cast<ResponseState*>(user);
-  const size_t len = size * n;
-  if (st->Sinking()) {
-    st->sink_status = (*st->sink)(absl::string_view(data, len));
-    // A short count makes libcurl abort the transfer (CURLE_WRITE_ERROR).
-    if (!st->sink_status.ok()) return 0;
-  } else {
-    if (st->pause_above > 0 && st->body.size() >= st->pause_above) {
-      st->paused = true;
-      return CURL_WRITEFUNC_PAUSE;
-    }
-    if (st->size_hint > 0 && st->body.capacity() < st->size_hint) {
-      ReserveBody(&st->body, st->size_hint);
-      st->size_hint = 0;
-    }
-    ReserveBody(&st->body, st->body.size() + len);
-    st->body.append(data, len);
-  }
-  st->bytes += len;
-  if (st->total_bytes != nullptr) {
-    st->total_bytes->fetch_add(len, std::memory_order_relaxed);
-  }
-  if (st->clock != nullptr) st->last_byte = st->clock->Now();
-  return size * n;
-}
 
 // CURLOPT_XFERINFOFUNCTION for requests with HttpRequest::cancel: a
 // non-zero return aborts the transfer (CURLE_ABORTED_BY_CALLBACK). libcurl
@@ -231,11 +83,6 @@ absl::Duration Jittered(absl::Duration wait, double jitter) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::uniform_real_distribution<double> u(0.0, jitter);
   return wait + wait * u(rng);
-}
-
-std::string Header(const ResponseState& st, const std::string& name) {
-  auto it = st.headers.find(name);
-  return it == st.headers.end() ? "" : it->second;
 }
 
 bool Is2xx(int code) { return code >= 200 && code < 300; }
@@ -595,9 +442,9 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& req,
     const size_t last = last_large_get_bytes_.load(std::memory_order_relaxed);
     st.size_hint = last + last / 8;
   }
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &OnCurlHeader);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &st);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnWrite);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnCurlWrite);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
   if (req.cancel != nullptr) {
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &OnProgress);
@@ -705,9 +552,9 @@ class HttpTransport::CurlStream final : public HttpStream {
     st_.last_byte = clock_->Now();
     st_.pause_above = kStreamPauseAboveBytes;
     st_.total_bytes = &t->bytes_received_;
-    curl_easy_setopt(easy_, CURLOPT_HEADERFUNCTION, &OnHeader);
+    curl_easy_setopt(easy_, CURLOPT_HEADERFUNCTION, &OnCurlHeader);
     curl_easy_setopt(easy_, CURLOPT_HEADERDATA, &st_);
-    curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, &OnWrite);
+    curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, &OnCurlWrite);
     curl_easy_setopt(easy_, CURLOPT_WRITEDATA, &st_);
     multi_ = curl_multi_init();
     curl_multi_add_handle(multi_, easy_);
@@ -750,7 +597,7 @@ class HttpTransport::CurlStream final : public HttpStream {
     return std::move(st_.body);
   }
 
-  std::string RetryAfterHeader() const { return Header(st_, "retry-after"); }
+  std::string RetryAfterHeader() const { return st_.Header("retry-after"); }
 
   absl::Status Read(std::string* out) override {
     while (true) {
@@ -759,7 +606,7 @@ class HttpTransport::CurlStream final : public HttpStream {
         out->append(st_.body);
         st_.body.clear();
         if (st_.paused) {
-          // May call OnWrite at once with the chunk it kept: that goes
+          // May call OnCurlWrite at once with the chunk it kept: that goes
           // into the (now empty) body for the next Read.
           st_.paused = false;
           curl_easy_pause(easy_, CURLPAUSE_CONT);
