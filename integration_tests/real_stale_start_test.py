@@ -11,16 +11,18 @@ snapshot's age, the informer_sidecar_informer_stale gauge is 1, a plain
 grpcio client (default options) gets the initial state ending in a stale
 INITIAL_STATE_DONE, the installed Python SDK's mirror says is_stale, and
 /readyz is not ready (ready with --ready_when_stale; gRPC health follows
-the sync either way); a List by kind or singular name resolves from the
-kind the snapshots recorded. Once the API server is back (while it starts
-it answers 403 for a moment, its RBAC caches empty: that settles nothing,
-the sidecar stays stale rather than take it for another cluster), the
-changes made while the sidecar was down reach the Watch as ordinary events
-before FRESH: the restarted server's watch cache begins after the
-snapshots' resourceVersion, so the catch-up is a 410 and one relist
-diffed against the stale cache, the deleted object a tombstone. The flag
-and the gauge clear, the changes made after are ordinary events too, and
-the cache and the SDK's mirror equal the server object by object.
+the sync either way; the Kubernetes API facade starts, its resources and
+kinds from the snapshots, and lists once the informers synced); a List by
+kind or singular name resolves from the kind the snapshots recorded. Once
+the API server is back (while it starts it answers 403 for a moment, its
+RBAC caches empty: that settles nothing, the sidecar stays stale rather
+than take it for another cluster), the changes made while the sidecar was
+down reach the Watch as ordinary events before FRESH: the restarted
+server's watch cache begins after the snapshots' resourceVersion, so the
+catch-up is a 410 and one relist diffed against the stale cache, the
+deleted object a tombstone. The flag and the gauge clear, the changes made
+after are ordinary events too, and the cache and the SDK's mirror equal the
+server object by object.
 
 Without the flag the same outage gives today's behaviour: the sidecar
 exits at start, reporting the refused connection (nothing served, never
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 import grpc
 
@@ -315,10 +318,14 @@ class StaleStartAgainstRealServerTest(real_sidecar.ClusterTest):
                  "the SDK's mirror to equal the server")
         self.stop_sidecar(sidecar)
 
-    def test_ready_when_stale(self):
+    def test_ready_when_stale_and_the_facade(self):
         snapshot, written = self.snapshot_change_and_stop_the_api_server()
+        # The Kubernetes API facade starts too, its resources (and their
+        # kinds) from the snapshots; it answers once the informers synced.
         sidecar = self.start_sidecar("--serve_stale_on_start",
-                                     "--ready_when_stale", serving=False)
+                                     "--ready_when_stale",
+                                     "--kube_api_listen=127.0.0.1:0",
+                                     serving=False)
         wait_for(lambda: self.stale_gauges(sidecar, 1), "the stale gauges")
         self.assert_stale_status(sidecar, snapshot, written)
         status, body = real_sidecar.readyz(sidecar)
@@ -327,10 +334,17 @@ class StaleStartAgainstRealServerTest(real_sidecar.ClusterTest):
         self.assertNotEqual(sidecar.health(), SERVING)
         self.cp.start_apiserver()
         wait_for(lambda: self.stale_gauges(sidecar, 0), "fresh gauges")
-        wait_for(lambda: self.converged(sidecar),
-                 "the cache to equal the server")
+        expected = wait_for(lambda: self.converged(sidecar),
+                            "the cache to equal the server")
         self.assertEqual(real_sidecar.readyz(sidecar)[0], 200)
         sidecar.wait_serving()
+        url = "%s/api/v1/namespaces/%s/configmaps" % (sidecar.facade(),
+                                                       self.ns)
+        with urllib.request.urlopen(url, timeout=30) as r:
+            listed = json.load(r)
+        self.assertEqual(listed["kind"], "ConfigMapList")
+        self.assertEqual({o["metadata"]["name"]: comparable(o)
+                          for o in listed["items"]}, expected["configmaps"])
         self.stop_sidecar(sidecar)
 
     def test_without_serve_stale_the_outage_is_todays(self):

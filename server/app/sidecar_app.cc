@@ -590,7 +590,8 @@ absl::Status Sidecar::StartInformers() {
   if (absl::Status st = registry_->Start(); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<kubeapi::KubeApiServer>> kube_api =
       kubeapi::StartKubeApiFromFlags(registry_.get(), kube_->discovery(),
-                                     authorizer_.get(), metrics_.get());
+                                     authorizer_.get(), metrics_.get(),
+                                     snapshot_ids_.get());
   if (!kube_api.ok()) return kube_api.status();
   kube_api_ = *std::move(kube_api);
   // The ports file was written when gRPC started; once the facade serves

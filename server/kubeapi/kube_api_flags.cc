@@ -86,10 +86,12 @@ absl::StatusOr<KubeApiServer::Options> KubeApiOptionsFromFlags() {
 }
 
 absl::StatusOr<std::vector<informer::client::ApiResource>> ResourcesOf(
-    const InformerRegistry& registry, informer::client::Discovery* discovery) {
+    const InformerRegistry& registry, informer::client::Discovery* discovery,
+    const SnapshotIdentities* snapshots) {
   std::vector<informer::client::ApiResource> out;
   for (const std::string& name : registry.ResourceNames()) {
-    absl::StatusOr<informer::client::ApiResource> r = discovery->Resolve(name);
+    absl::StatusOr<informer::client::ApiResource> r =
+        ResolveOrFromSnapshot(discovery, snapshots, name);
     if (!r.ok()) {
       return absl::Status(r.status().code(),
                           absl::StrCat("kube API facade: resource ", name, ": ",
@@ -102,12 +104,13 @@ absl::StatusOr<std::vector<informer::client::ApiResource>> ResourcesOf(
 
 absl::StatusOr<std::unique_ptr<KubeApiServer>> StartKubeApiFromFlags(
     InformerRegistry* registry, informer::client::Discovery* discovery,
-    const Authorizer* authorizer, metrics::Registry* metrics) {
+    const Authorizer* authorizer, metrics::Registry* metrics,
+    const SnapshotIdentities* snapshots) {
   if (!KubeApiEnabled()) return std::unique_ptr<KubeApiServer>();
   absl::StatusOr<KubeApiServer::Options> options = KubeApiOptionsFromFlags();
   if (!options.ok()) return options.status();
   absl::StatusOr<std::vector<informer::client::ApiResource>> resources =
-      ResourcesOf(*registry, discovery);
+      ResourcesOf(*registry, discovery, snapshots);
   if (!resources.ok()) return resources.status();
   options->registry = registry;
   options->resources = *std::move(resources);

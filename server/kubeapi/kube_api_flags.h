@@ -26,6 +26,7 @@ ABSL_DECLARE_FLAG(std::string, kube_api_advertised_address);
 #include "informer/client/discovery.h"
 #include "server/kubeapi/kube_api_server.h"
 #include "server/registry/informer_registry.h"
+#include "server/registry/snapshot_fallback.h"
 
 namespace server {
 namespace kubeapi {
@@ -40,19 +41,25 @@ bool KubeApiEnabled();
 absl::StatusOr<KubeApiServer::Options> KubeApiOptionsFromFlags();
 
 // The configured resources of `registry` as `discovery` describes them
-// (kind, scope, group version, short names), for Options::resources.
+// (kind, scope, group version, short names), for Options::resources. With
+// `snapshots` (--serve_stale_on_start), one that discovery cannot resolve
+// because the API server is unreachable is taken as its snapshot recorded
+// it (ResolveOrFromSnapshot): the facade starts, and answers once the
+// informer synced, as for any informer.
 absl::StatusOr<std::vector<informer::client::ApiResource>> ResourcesOf(
-    const InformerRegistry& registry, informer::client::Discovery* discovery);
+    const InformerRegistry& registry, informer::client::Discovery* discovery,
+    const SnapshotIdentities* snapshots = nullptr);
 
 // The sidecar's wiring in one call: null when --kube_api_listen is unset;
 // otherwise a started facade over every configured resource of `registry`
 // (discovery resolves them) and, when the registry is in lazy mode, over
 // every other resource `discovery` lists (started on first request), with
 // the gRPC side's authorizer (may be null) and metrics registry (may be
-// null). Errors name the flag or resource.
+// null); `snapshots` as for ResourcesOf. Errors name the flag or resource.
 absl::StatusOr<std::unique_ptr<KubeApiServer>> StartKubeApiFromFlags(
     InformerRegistry* registry, informer::client::Discovery* discovery,
-    const Authorizer* authorizer, metrics::Registry* metrics);
+    const Authorizer* authorizer, metrics::Registry* metrics,
+    const SnapshotIdentities* snapshots = nullptr);
 
 }  // namespace kubeapi
 }  // namespace server
