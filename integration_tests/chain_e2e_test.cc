@@ -34,6 +34,7 @@
 #include "emulator/tls_certs.h"
 #include "gtest/gtest.h"
 #include "integration_tests/chain_util.h"
+#include "integration_tests/emulated_cluster.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/events.grpc.pb.h"
@@ -70,21 +71,12 @@ int CountOccurrences(const std::string& text, const std::string& needle) {
 class ChainE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> sidecar =
-        FindRunfile("server/informer_sidecar");
-    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
-    sidecar_bin_ = *sidecar;
-    absl::StatusOr<std::string> emulator =
-        FindRunfile("emulator/kube_emulator");
-    ASSERT_TRUE(emulator.ok()) << emulator.status();
-    absl::StatusOr<std::unique_ptr<EmulatorProcess>> emu =
-        EmulatorProcess::Start(*emulator, {"--seed_pods=30"}, /*quiet=*/true);
-    ASSERT_TRUE(emu.ok()) << emu.status();
-    emulator_ = *std::move(emu);
-    absl::StatusOr<std::string> kubeconfig =
-        WriteKubeconfig(TestTmpDir(), emulator_->url());
-    ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
-    kubeconfig_ = *kubeconfig;
+    absl::StatusOr<EmulatedCluster> cluster = StartEmulatedCluster(
+        {.emulator_flags = {"--seed_pods=30"}, .dir = TestTmpDir()});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    sidecar_bin_ = cluster->sidecar_bin;
+    kubeconfig_ = cluster->kubeconfig;
+    emulator_ = std::move(cluster->emulator);
     for (int i = 0; i < 5; ++i) {
       ASSERT_NO_FATAL_FAILURE(CreateConfigMap("seed", absl::StrCat("s-", i)));
     }

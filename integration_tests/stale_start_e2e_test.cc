@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "integration_tests/chain_util.h"
+#include "integration_tests/emulated_cluster.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
@@ -170,33 +171,17 @@ std::vector<std::string> SortedUntilFresh(server::WatchCall* watch) {
 class StaleStartE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> sidecar =
-        FindRunfile("server/informer_sidecar");
-    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
-    sidecar_bin_ = *sidecar;
-    absl::StatusOr<std::string> emulator =
-        FindRunfile("emulator/kube_emulator");
-    ASSERT_TRUE(emulator.ok()) << emulator.status();
-    absl::StatusOr<std::unique_ptr<EmulatorProcess>> emu =
-        EmulatorProcess::Start(*emulator,
-                               {absl::StrCat("--seed_configmaps=", kObjects)},
-                               /*quiet=*/true);
-    ASSERT_TRUE(emu.ok()) << emu.status();
-    emulator_ = *std::move(emu);
     work_ = absl::StrCat(
         TestTmpDir(), "/",
         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(work_);
-    absl::StatusOr<std::string> kubeconfig =
-        WriteKubeconfig(work_, emulator_->url());
-    ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
-    kubeconfig_ = *kubeconfig;
-    httplib::Result r = Emulator().Post(
-        "/api/v1/namespaces",
-        R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system"}})",
-        "application/json");
-    ASSERT_TRUE(r);
-    ASSERT_EQ(r->status, 201) << r->body;
+    absl::StatusOr<EmulatedCluster> cluster = StartEmulatedCluster(
+        {.emulator_flags = {absl::StrCat("--seed_configmaps=", kObjects)},
+         .dir = work_,
+         .kube_system = true});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    sidecar_bin_ = cluster->sidecar_bin;
+    kubeconfig_ = cluster->kubeconfig;
+    emulator_ = std::move(cluster->emulator);
   }
 
   httplib::Client Emulator() {
@@ -481,19 +466,12 @@ TEST_F(StaleStartE2eTest, AnotherClusterOnThatPortEndsItForAColdStart) {
   ASSERT_TRUE(MetricBecomes(http, kStale, 1));
 
   // Another cluster (its own kube-system uid) comes up on that port.
-  absl::StatusOr<std::string> bin = FindRunfile("emulator/kube_emulator");
-  ASSERT_TRUE(bin.ok()) << bin.status();
-  absl::StatusOr<std::unique_ptr<EmulatorProcess>> other =
-      EmulatorProcess::Start(*bin, {"--seed_configmaps=5"}, /*quiet=*/true);
+  absl::StatusOr<EmulatedCluster> other =
+      StartEmulatedCluster({.emulator_flags = {"--seed_configmaps=5"},
+                            .dir = work_ + "/other",
+                            .kube_system = true});
   ASSERT_TRUE(other.ok()) << other.status();
-  httplib::Client cli("127.0.0.1", (*other)->port());
-  httplib::Result ns = cli.Post(
-      "/api/v1/namespaces",
-      R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system"}})",
-      "application/json");
-  ASSERT_TRUE(ns);
-  ASSERT_EQ(ns->status, 201) << ns->body;
-  PortForwarder up(port, (*other)->port());
+  PortForwarder up(port, other->emulator->port());
   ASSERT_TRUE(up.ok()) << "port " << port << " was taken meanwhile";
   absl::StatusOr<std::string> said = WaitForFile(
       work_ + "/second.log",
@@ -519,7 +497,7 @@ TEST_F(StaleStartE2eTest, AnotherClusterOnThatPortEndsItForAColdStart) {
       /*quiet=*/false);
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<ObjectVersions> want =
-      GetEmulatorState((*other)->port(), "configmaps");
+      GetEmulatorState(other->emulator->port(), "configmaps");
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_TRUE(WaitForConvergence(c->process->NewChannel(), "configmaps", *want,
                                  kConverge)

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "integration_tests/chain_util.h"
+#include "integration_tests/emulated_cluster.h"
 #include "integration_tests/emulator_process.h"
 #include "integration_tests/sidecar_process.h"
 
@@ -86,31 +87,19 @@ int RunToExit(const std::string& binary, const std::vector<std::string>& args,
 class WarmRestartE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> sidecar =
-        FindRunfile("server/informer_sidecar");
-    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
-    sidecar_bin_ = *sidecar;
-    absl::StatusOr<std::string> emulator =
-        FindRunfile("emulator/kube_emulator");
-    ASSERT_TRUE(emulator.ok()) << emulator.status();
-    absl::StatusOr<std::unique_ptr<EmulatorProcess>> emu =
-        EmulatorProcess::Start(
-            *emulator,
-            {absl::StrCat("--seed_configmaps=", kObjects), "--seed_pods=5"},
-            /*quiet=*/true);
-    ASSERT_TRUE(emu.ok()) << emu.status();
-    emulator_ = *std::move(emu);
     const ::testing::TestInfo* info =
         ::testing::UnitTest::GetInstance()->current_test_info();
     work_ = absl::StrCat(TestTmpDir(), "/", info->name());
-    std::filesystem::create_directories(work_);
     cache_dir_ = work_ + "/cache";
-    absl::StatusOr<std::string> kubeconfig =
-        WriteKubeconfig(work_, emulator_->url());
-    ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
-    kubeconfig_ = *kubeconfig;
-    // A real cluster has it; the sidecar tells clusters apart by its uid.
-    ASSERT_NO_FATAL_FAILURE(CreateKubeSystem());
+    absl::StatusOr<EmulatedCluster> cluster = StartEmulatedCluster(
+        {.emulator_flags = {absl::StrCat("--seed_configmaps=", kObjects),
+                            "--seed_pods=5"},
+         .dir = work_,
+         .kube_system = true});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    sidecar_bin_ = cluster->sidecar_bin;
+    kubeconfig_ = cluster->kubeconfig;
+    emulator_ = std::move(cluster->emulator);
   }
 
   httplib::Client Emulator() {
