@@ -203,6 +203,9 @@ struct Section {
   uint64_t records = 0;  // seen
   uint64_t bytes = 0;    // of the records seen
   bool objects = false;  // the objects section (else skipped)
+  // An optional section asked for: its records are kept.
+  bool keep = false;
+  SnapshotSection kept;
 };
 
 // Below this many objects a snapshot decodes on the reading thread: worker
@@ -314,6 +317,13 @@ absl::Status BeginSection(FrameReader& reader, const Frame& frame,
                      " is required and this build cannot read it"));
   }
   if (!known) section->objects = false;
+  if (!section->objects && (section->flags & sf::kSectionRequired) == 0 &&
+      std::find(options.keep_sections.begin(), options.keep_sections.end(),
+                name) != options.keep_sections.end()) {
+    section->keep = true;
+    section->kept.name = section->name;
+    section->kept.version = section->version;
+  }
   if (section->objects) {
     if (*decoder != nullptr) return reader.Malformed("two objects sections");
     const int threads = section->count >= kThreadedDecodeMinObjects &&
@@ -340,6 +350,7 @@ absl::Status ReadRecords(FrameReader& reader, const Frame& frame,
     }
     ++section->records;
     section->bytes += record.size();
+    if (section->keep) section->kept.records.emplace_back(record);
   }
   if (!section->objects) return absl::OkStatus();
   if (!decoder->Add(reader.TakePayload(frame), first_record, frame.offset)) {
@@ -388,7 +399,8 @@ absl::Status CheckEnd(FrameReader& reader, const Frame& frame,
 // section's blocks go to `*decoder` (created at its SECTION_BEGIN).
 absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
                         const SnapshotReadOptions& options,
-                        std::unique_ptr<SectionDecoder>* decoder) {
+                        std::unique_ptr<SectionDecoder>* decoder,
+                        std::vector<SnapshotSection>* kept) {
   Section section;
   bool in_section = false;
   uint64_t sections = 0;
@@ -414,6 +426,7 @@ absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
         break;
       case sf::kSectionEndFrame:
         s = EndSection(reader, frame, section);
+        if (s.ok() && section.keep) kept->push_back(std::move(section.kept));
         in_section = false;
         ++sections;
         break;
@@ -433,12 +446,15 @@ absl::Status ReadFrames(FrameReader& reader, const TransformOptions& transform,
 absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
                       const SnapshotReadOptions& options, LoadedSnapshot* out) {
   std::unique_ptr<SectionDecoder> decoder;
-  const absl::Status s = ReadFrames(reader, transform, options, &decoder);
+  std::vector<SnapshotSection> kept;
+  const absl::Status s =
+      ReadFrames(reader, transform, options, &decoder, &kept);
   if (decoder == nullptr) return s;  // no objects section reached
   absl::StatusOr<std::vector<ObjectPtr>> objects = decoder->Finish();
   if (!objects.ok()) return reader.Malformed(objects.status().message());
   if (!s.ok()) return s;
   out->objects = *std::move(objects);
+  out->sections = std::move(kept);
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "informer/object/object.h"
 #include "informer/persist/snapshot_identity.h"
+#include "informer/persist/snapshot_section.h"
 
 namespace informer {
 
@@ -25,6 +26,10 @@ struct LoadedSnapshot {
   std::vector<ObjectPtr> objects;
   // The file's size.
   uint64_t file_bytes = 0;
+  // The optional sections named in SnapshotReadOptions::keep_sections that
+  // the file holds, in file order (checksums verified; the content is for
+  // the section's own codec to judge).
+  std::vector<SnapshotSection> sections;
 };
 
 struct SnapshotReadOptions {
@@ -34,6 +39,10 @@ struct SnapshotReadOptions {
   // other work, two threads loaded 50k ConfigMaps no faster than one
   // (snapshot_bench); they can only help where cores are idle.
   int decode_threads = 0;
+  // Optional sections (not "objects", not flagged required) to return in
+  // LoadedSnapshot::sections, by name, whatever their section version;
+  // the others are skipped.
+  std::vector<std::string> keep_sections;
 };
 
 // Reads the snapshot dir/SnapshotFileName(expected) and returns its objects

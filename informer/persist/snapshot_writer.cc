@@ -187,17 +187,42 @@ absl::Status WriteObjects(FrameFile& file,
   return file.WriteFrame(sf::kSectionEndFrame, end);
 }
 
+// One of SnapshotWriteOptions::extra_sections.
+absl::Status WriteSection(FrameFile& file, const SnapshotSection& section) {
+  std::string begin;
+  sf::AppendString(section.name, &begin);
+  sf::AppendVarint(section.version, &begin);
+  sf::AppendVarint(section.required ? sf::kSectionRequired : 0, &begin);
+  sf::AppendVarint(section.records.size(), &begin);
+  absl::Status s = file.WriteFrame(sf::kSectionBeginFrame, begin);
+  uint64_t bytes = 0;
+  for (size_t i = 0; s.ok() && i < section.records.size(); ++i) {
+    bytes += section.records[i].size();
+    s = file.AddRecord(section.records[i]);
+  }
+  if (s.ok()) s = file.FlushRecords();
+  if (!s.ok()) return s;
+  std::string end;
+  sf::AppendVarint(section.records.size(), &end);
+  sf::AppendVarint(bytes, &end);
+  return file.WriteFrame(sf::kSectionEndFrame, end);
+}
+
 absl::Status WriteContents(FrameFile& file, const sf::Header& header,
                            const std::vector<ObjectPtr>& objects,
+                           const SnapshotWriteOptions& options,
                            SnapshotWriteStats* stats) {
   absl::Status s = file.WriteRaw(sf::EncodePrologue(sf::kFormatVersion));
   if (!s.ok()) return s;
   s = file.WriteFrame(sf::kHeaderFrame, sf::EncodeHeader(header));
   if (!s.ok()) return s;
   s = WriteObjects(file, objects, stats);
+  for (size_t i = 0; s.ok() && i < options.extra_sections.size(); ++i) {
+    s = WriteSection(file, options.extra_sections[i]);
+  }
   if (!s.ok()) return s;
   std::string end;
-  sf::AppendVarint(1, &end);  // sections
+  sf::AppendVarint(1 + options.extra_sections.size(), &end);  // sections
   s = file.WriteFrame(sf::kEndFrame, end);
   stats->file_bytes = file.offset();
   return s;
@@ -233,7 +258,7 @@ absl::StatusOr<SnapshotWriteStats> WriteSnapshot(
 
   FrameFile file(temp_path, options);
   absl::Status s = file.Open();
-  if (s.ok()) s = WriteContents(file, header, objects, &stats);
+  if (s.ok()) s = WriteContents(file, header, objects, options, &stats);
   if (s.ok()) s = file.SyncAndClose();
   if (!s.ok()) return s;  // ~FrameFile removes the temp file
   if (rename(temp_path.c_str(), stats.path.c_str()) != 0) {

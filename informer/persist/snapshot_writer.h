@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "informer/object/object.h"
 #include "informer/persist/snapshot_identity.h"
+#include "informer/persist/snapshot_section.h"
 #include "informer/util/clock.h"
 
 namespace informer {
@@ -27,6 +28,9 @@ struct SnapshotWriteOptions {
   // offset and the size about to be written. A non-OK status is taken as
   // that write's failure, as ENOSPC would be: the write fails the same way.
   std::function<absl::Status(uint64_t offset, size_t size)> before_write;
+  // More sections, written after the objects in this order (their records
+  // are held in memory: for small sections such as a watch history).
+  std::vector<SnapshotSection> extra_sections;
 };
 
 struct SnapshotWriteStats {
