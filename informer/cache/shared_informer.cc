@@ -328,6 +328,7 @@ void SharedIndexInformer::ProcessLoop() {
     if (IsFifoClosed(st)) return;
     if (!st.ok()) LOG(ERROR) << options_.name << ": processing: " << st;
     RefreshSynced();
+    MaybeRelistApplied();
   }
 }
 
@@ -365,6 +366,24 @@ void SharedIndexInformer::OnRelisted() {
     if (awaiting_catch_up_) catch_up_rv_ = listed;
   }
   RefreshSynced();
+  MaybeRelistApplied();
+}
+
+void SharedIndexInformer::MaybeRelistApplied() {
+  if (!relist_pending_.load(std::memory_order_acquire)) return;
+  {
+    absl::MutexLock lock(&sync_mu_);
+    if (!relist_pending_.load(std::memory_order_relaxed)) return;
+    // AppliedResourceVersion advances only once every delta queued before
+    // the list's resourceVersion was noted has been popped.
+    if (!relist_rv_.empty() &&
+        !RvAtLeast(fifo_.AppliedResourceVersion(), relist_rv_)) {
+      return;
+    }
+    relist_pending_.store(false, std::memory_order_relaxed);
+    relist_rv_.clear();
+  }
+  if (options_.on_relist_applied) options_.on_relist_applied();
 }
 
 void SharedIndexInformer::MarkSynced() {
@@ -448,8 +467,15 @@ std::unique_ptr<ListStage> SharedIndexInformer::BeginListStage() {
   if (cached != 0 || fifo_.Len() != 0) {
     return std::make_unique<ListReconciler>(
         &indexer_, cached,
-        [this](const std::vector<ObjectPtr>& reconciled, absl::string_view) {
-          return CommitReconciledList(reconciled);
+        [this](const std::vector<ObjectPtr>& reconciled,
+               absl::string_view resource_version) {
+          if (!CommitReconciledList(reconciled)) return false;
+          // Reported once the FIFO has applied it (see
+          // MaybeRelistApplied); the reflector notes the RV next.
+          absl::MutexLock lock(&sync_mu_);
+          relist_rv_ = std::string(resource_version);
+          relist_pending_.store(true, std::memory_order_release);
+          return true;
         });
   }
   return std::make_unique<IndexerListStage>(

@@ -110,6 +110,17 @@ class SharedIndexInformer {
     // Ordering). false: handlers hear of a relist only what changed.
     // Either way the cache keeps its objects (see ListReconciler).
     bool relist_syncs_unchanged = true;
+    // Called once per relist (a list into a populated cache, which the
+    // ListReconciler compares with it), once its changes are in the
+    // indexer and the handlers' queues: the FIFO has applied the list's
+    // resourceVersion. Not called for the initial list, nor for a list
+    // that failed or was refused. Why: the replaced objects are released
+    // then (by the cache; a handler may hold some longer), a moment for
+    // the owner to act on memory (the sidecar returns freed heap to the
+    // kernel). Runs on the informer's processing thread or the
+    // reflector's, with no lock of the informer held; it must not block
+    // for long or call Stop.
+    std::function<void()> on_relist_applied;
   };
   using TransformFunc = std::function<absl::StatusOr<ObjectPtr>(ObjectPtr)>;
 
@@ -223,6 +234,9 @@ class SharedIndexInformer {
   void RefreshSynced();
   // Reflector::Options::on_replaced: a list was applied.
   void OnRelisted();
+  // Calls Options::on_relist_applied if a committed relist's
+  // resourceVersion has been applied (once per relist).
+  void MaybeRelistApplied();
   // Records that the initial list has been popped (logged once).
   void MarkSynced();
   // DeltaFIFO::Options::process_when_idle: HandleDeltas on the reflector's
@@ -272,6 +286,11 @@ class SharedIndexInformer {
   bool resumed_ ABSL_GUARDED_BY(sync_mu_) = false;
   // Read by HandleDeltas without sync_mu_: true while awaiting_catch_up_.
   std::atomic<bool> dedupe_replay_{false};
+  // A committed relist not yet reported to on_relist_applied, and the
+  // resourceVersion whose application completes it. The flag lets every
+  // pop check without a lock.
+  std::atomic<bool> relist_pending_{false};
+  std::string relist_rv_ ABSL_GUARDED_BY(sync_mu_);
 
   // SetInitialState's state until Start.
   std::vector<ObjectPtr> initial_objects_ ABSL_GUARDED_BY(handle_mu_);

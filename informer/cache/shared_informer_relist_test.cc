@@ -187,6 +187,16 @@ class RelistTest : public ::testing::TestWithParam<bool> {
     o.reflector.random_seed = 1;
     o.relist_syncs_unchanged = syncs_unchanged;
     o.reflector.use_watch_list = WatchList();
+    o.on_relist_applied = [this] {
+      // What the cache holds when it is called.
+      ObjectPtr changed = Cached("changed");
+      absl::MutexLock lock(&applied_mu_);
+      applied_.push_back(absl::StrCat(
+          Cached("gone") == nullptr ? "gone absent" : "gone cached", ", ",
+          changed != nullptr && changed->Label("v") != nullptr
+              ? "changed updated"
+              : "changed as it was"));
+    };
     informer_ = std::make_unique<SharedIndexInformer>(&copying_, o, &clock_);
     HandlerOptions resync;
     resync.resync_period = absl::Minutes(1);
@@ -225,6 +235,20 @@ class RelistTest : public ::testing::TestWithParam<bool> {
 
   static bool WatchList() { return GetParam(); }
 
+  // What on_relist_applied saw, one entry per call.
+  std::vector<std::string> Applied() {
+    absl::MutexLock lock(&applied_mu_);
+    return applied_;
+  }
+  // Polls (with a deadline) until on_relist_applied was called `n` times.
+  void AwaitApplied(size_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (Applied().size() < n && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_EQ(Applied().size(), n);
+  }
+
   ObjectPtr Cached(absl::string_view name) {
     return informer_->GetIndexer().GetByKey(absl::StrCat("ns/", name));
   }
@@ -235,6 +259,8 @@ class RelistTest : public ::testing::TestWithParam<bool> {
   Recorder plain_, resyncing_;
   HandlerRegistration* resyncing_reg_ = nullptr;
   std::map<std::string, ObjectPtr> before_;
+  absl::Mutex applied_mu_;
+  std::vector<std::string> applied_ ABSL_GUARDED_BY(applied_mu_);
   // Last: stopped (joining its threads) before the rest goes.
   std::unique_ptr<SharedIndexInformer> informer_;
 };
@@ -341,11 +367,43 @@ TEST_P(RelistTest, ARelistThatFailsHalfWayLeavesTheCacheAsItWas) {
   }
   EXPECT_EQ(plain_.events().size(), kObjects);
   EXPECT_EQ(informer_->LastAppliedResourceVersion(), applied);
+  EXPECT_TRUE(Applied().empty()) << "a failed relist was reported";
   // The retry goes through.
   clock_.Advance(retry_at - clock_.Now());
   plain_.WaitFor(kObjects + 2);
   EXPECT_EQ(plain_.SortedAfter(kObjects),
             (std::vector<std::string>{"delete gone tombstone", "update same"}));
+  AwaitApplied(1);
+}
+
+TEST_P(RelistTest, EachRelistIsReportedOnceItIsInTheCache) {
+  Start();
+  // Neither the initial list, nor watch events, nor the resync that Start
+  // made due.
+  ASSERT_TRUE(source_.Modify("ns", "same", {{"v", "1"}}).ok());
+  plain_.WaitFor(kObjects + 1);
+  EXPECT_TRUE(Applied().empty());
+  Relist([this] {
+    ASSERT_TRUE(source_.Modify("ns", "changed", {{"v", "2"}}).ok());
+    ASSERT_TRUE(source_.Delete("ns", "gone").ok());
+  });
+  AwaitApplied(1);
+  // Called with the relist's changes in the cache already.
+  EXPECT_EQ(Applied()[0], "gone absent, changed updated");
+  // Later events are not relists: still one call (the event's pop would
+  // have made a pending second one).
+  ASSERT_TRUE(source_.Modify("ns", "same", {{"v", "3"}}).ok());
+  plain_.WaitFor(kObjects + 4);
+  EXPECT_EQ(Applied().size(), 1u);
+  // The next relist is reported too, once.
+  Relist([this] {
+    ASSERT_TRUE(source_.Modify("ns", "changed", {{"v", "5"}}).ok());
+  });
+  AwaitApplied(2);
+  EXPECT_EQ(informer_->GetReflectorCounters().relists, 2);
+  ASSERT_TRUE(source_.Modify("ns", "same", {{"v", "4"}}).ok());
+  plain_.WaitFor(kObjects + 6);
+  EXPECT_EQ(Applied().size(), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(ListAndWatchList, RelistTest, ::testing::Bool(),
