@@ -70,6 +70,8 @@ import control_plane  # noqa: E402  (on sys.path through real_sidecar)
 RELISTS = "informer_sidecar_informer_relists_total"
 ERRORS = "informer_sidecar_informer_errors_total"
 RESTARTS = "informer_sidecar_informer_watch_restarts_total"
+HEAP = "informer_sidecar_heap_in_use_bytes"
+HISTORY = "informer_sidecar_watch_history_bytes"
 
 
 def duration(text):
@@ -365,6 +367,10 @@ class Soak:
             "cache_ok": c["cache_ok"], "mirrors_ok": c["mirrors_ok"],
             "objects": c["objects"],
             "rss_mb": proc_status(pid, "VmRSS") / 1024,
+            # RSS above the heap in use is memory the allocator keeps.
+            "heap_mb": self.sidecar.metric(HEAP) / 1e6,
+            "history_mb": self.sidecar.metric(
+                HISTORY, resource=RESOURCE) / 1e6,
             "threads": proc_status(pid, "Threads"),
         }
         self.print_row(row)
@@ -373,22 +379,24 @@ class Soak:
     HEADER = ("| elapsed | changes (failed) | cuts | stuck | drops | "
               "freezes | compactions | restarts | 410s | relists | "
               "re-watches | cache staleness | consumers caught up | "
-              "cache = server | mirrors = server | VmRSS | threads |\n" +
-              "| --- " * 17 + "|")
+              "cache = server | mirrors = server | VmRSS | heap in use | "
+              "history | threads |\n" + "| --- " * 19 + "|")
 
     def print_row(self, r):
         f = r["faults"]
         stale = ("%.2f s" % r["cache_stale"] if r["cache_stale"] is not None
                  else "never")
         print("| %.1f min | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | "
-              "%d | %s | %.2f s | %s | %d/%d | %.1f MB | %.0f |" % (
+              "%d | %s | %.2f s | %s | %d/%d | %.1f MB | %.1f MB | %.1f MB | "
+              "%.0f |" % (
                   r["elapsed"], r["changes"], r["failed"], f["cut"],
                   f["stuck"], f["drop"], f["freeze"], f["compact"],
                   f["restart"], r["expired"], r["relists"], r["rewatches"],
                   stale, r["all_stale"],
                   "yes (%d)" % r["objects"] if r["cache_ok"] else "NO",
                   r["mirrors_ok"], len(self.consumers), r["rss_mb"],
-                  r["threads"]), file=self.out, flush=True)
+                  r["heap_mb"], r["history_mb"], r["threads"]),
+              file=self.out, flush=True)
 
     def run(self):
         """The soak's clock stops during checkpoints: each interval between
@@ -423,6 +431,7 @@ class Soak:
         stale = [r["cache_stale"] for r in rows
                  if r["cache_stale"] is not None]
         rss = [r["rss_mb"] for r in rows]
+        heap = [r["heap_mb"] for r in rows]
         threads = [r["threads"] for r in rows]
         result = {
             "rows": rows, "relists": relists, "expired": expired,
@@ -435,14 +444,15 @@ class Soak:
             "faults": dict(self.faults.count),
         }
         print("\nfaults: %s; %d 410s; relists %d (%s; unforced %d); max "
-              "cache staleness %s; VmRSS %s; threads %s; consumer "
-              "reconnects: %s; checkpoints failed: %d of %d" % (
+              "cache staleness %s; VmRSS %s; heap in use %s; threads %s; "
+              "consumer reconnects: %s; checkpoints failed: %d of %d" % (
                   self.faults.summary(), expired, relists,
                   ", ".join("after %s: %d" % (k, causes.count(k))
                             for k in sorted(set(causes))) or "none logged",
                   result["unforced"],
                   "%.2f s" % max(stale) if stale else "-",
-                  spread(rss, "%.1f MB"), spread(threads, "%.0f"),
+                  spread(rss, "%.1f MB"), spread(heap, "%.1f MB"),
+                  spread(threads, "%.0f"),
                   ", ".join("%s %d %s" % (n, k, e) for n, (k, e) in
                             result["reconnects"].items()),
                   result["failures"], len(rows)), file=self.out, flush=True)

@@ -23,7 +23,9 @@
 // relists and the 410s that force them (the sidecar's /metrics: a LIST or
 // a WatchList after the first; at most one per compaction or restart is
 // forced), the time the cache took to catch up (cache staleness) and the
-// consumers, VmRSS and thread count.
+// consumers, VmRSS, the heap in use and the Watch history's bytes (the
+// sidecar's /metrics: RSS above the heap is memory the allocator keeps)
+// and thread count.
 
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -286,20 +288,27 @@ double StatusValue(pid_t pid, const std::string& field) {
 // One series of the sidecar's /metrics, e.g.
 // `informer_sidecar_informer_relists_total{resource="configmaps"}`; -1
 // when it cannot be read.
-int Metric(int http_port, const std::string& series) {
+double MetricValue(int http_port, const std::string& series) {
   httplib::Client cli("127.0.0.1", http_port);
   auto res = cli.Get("/metrics");
   if (!res || res->status != 200) return -1;
   for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
     if (!absl::ConsumePrefix(&line, series + " ")) continue;
     double v = 0;
-    return absl::SimpleAtod(line, &v) ? static_cast<int>(v) : -1;
+    return absl::SimpleAtod(line, &v) ? v : -1;
   }
   return 0;  // a counter not yet incremented is not exported
 }
 
+int Metric(int http_port, const std::string& series) {
+  return static_cast<int>(MetricValue(http_port, series));
+}
+
 constexpr char kRelists[] =
     "informer_sidecar_informer_relists_total{resource=\"configmaps\"}";
+constexpr char kHeap[] = "informer_sidecar_heap_in_use_bytes";
+constexpr char kHistory[] =
+    "informer_sidecar_watch_history_bytes{resource=\"configmaps\"}";
 constexpr char kExpired[] =
     "informer_sidecar_informer_errors_total{resource=\"configmaps\","
     "kind=\"http_410\"}";
@@ -516,12 +525,13 @@ int Run(const char* argv0) {
   std::printf(
       "| elapsed | changes | cuts | stalls | compactions | restarts | 410s | "
       "relists | cache staleness | consumers caught up | cache = server | "
-      "mirrors = server | VmRSS | threads |\n| --- | --- | --- | --- | --- "
-      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      "mirrors = server | VmRSS | heap in use | history | threads |\n| --- "
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+      "--- | --- | --- | --- |\n");
   const int http = setup->http_port;
   const absl::Time start = absl::Now();
   const absl::Time end = start + absl::GetFlag(FLAGS_duration);
-  std::vector<double> rss, threads;
+  std::vector<double> rss, heap, threads;
   absl::Duration max_stale;
   int failures = 0;
   for (absl::Time next = start + absl::GetFlag(FLAGS_checkpoint_every);
@@ -531,19 +541,22 @@ int Run(const char* argv0) {
     const CatchUp c = AwaitCatchUp(&emu, stub.get(), consumers);
     max_stale = std::max(max_stale, c.cache_stale);
     rss.push_back(StatusValue(pid, "VmRSS") / 1024);
+    heap.push_back(MetricValue(http, kHeap) / 1e6);
+    const double history = MetricValue(http, kHistory) / 1e6;
     threads.push_back(StatusValue(pid, "Threads"));
     const bool ok =
         c.cache_ok && c.mirrors_ok == static_cast<int>(consumers.size());
     failures += ok ? 0 : 1;
     std::printf(
         "| %.0f min | %d | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s | "
-        "%s | %d/%zu | %.1f MB | %.0f |\n",
+        "%s | %d/%zu | %.1f MB | %.1f MB | %.1f MB | %.0f |\n",
         absl::ToDoubleMinutes(absl::Now() - start), load.changes.load(),
         load.cuts.load(), load.stalls.load(), load.compactions.load(),
         load.restarts.load(), Metric(http, kExpired), Metric(http, kRelists),
         absl::ToDoubleSeconds(c.cache_stale),
         absl::ToDoubleSeconds(c.all_stale), c.cache_ok ? "yes" : "NO",
-        c.mirrors_ok, consumers.size(), rss.back(), threads.back());
+        c.mirrors_ok, consumers.size(), rss.back(), heap.back(), history,
+        threads.back());
     std::fflush(stdout);
   }
   load.done.store(true);
@@ -555,12 +568,12 @@ int Run(const char* argv0) {
     return (*hi / *lo - 1) * 100;
   };
   std::printf(
-      "\nmax cache staleness %.2f s; RSS spread %.1f%%, threads spread "
-      "%.1f%% over the checkpoints; relists %d for %d 410s (%d compactions "
-      "+ %d restarts); consumer reconnects:",
-      absl::ToDoubleSeconds(max_stale), spread(rss), spread(threads),
-      Metric(http, kRelists), Metric(http, kExpired), load.compactions.load(),
-      load.restarts.load());
+      "\nmax cache staleness %.2f s; RSS spread %.1f%%, heap in use "
+      "spread %.1f%%, threads spread %.1f%% over the checkpoints; relists "
+      "%d for %d 410s (%d compactions + %d restarts); consumer reconnects:",
+      absl::ToDoubleSeconds(max_stale), spread(rss), spread(heap),
+      spread(threads), Metric(http, kRelists), Metric(http, kExpired),
+      load.compactions.load(), load.restarts.load());
   for (auto& c : consumers) {
     std::printf(" %s %d", c->name().c_str(), c->reconnects());
   }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "proto/informer/v1/informer.pb.h"
+#include "server/ops/malloc_tuning.h"
 
 namespace server {
 
@@ -81,6 +82,7 @@ absl::Status SidecarMetrics::Register(metrics::Registry* r) {
   AddInformerMetrics(&defs);
   AddListWatchMetrics(&defs);
   AddWatchMetrics(&defs);
+  AddProcessMetrics(&defs);
   for (MetricDef& d : defs) {
     absl::Status st =
         d.counter ? r->AddCallbackCounter(M(d.name), d.help, d.labels, d.fn)
@@ -312,8 +314,9 @@ void SidecarMetrics::AddWatchMemoryMetrics(std::vector<MetricDef>* defs) {
                    {"resource"},
                    memory(&WatchMemoryStats::history_events)});
   defs->push_back({"watch_history_bytes",
-                   "Bytes of object states each resource's Watch history "
-                   "keeps alive (bounded by --watch_history_bytes).",
+                   "Bytes each resource's Watch history alone keeps alive: "
+                   "past object states and events, not the current states "
+                   "(bounded by --watch_history_bytes).",
                    false,
                    {"resource"},
                    memory(&WatchMemoryStats::history_bytes)});
@@ -331,6 +334,19 @@ void SidecarMetrics::AddWatchMemoryMetrics(std::vector<MetricDef>* defs) {
                    false,
                    {"resource"},
                    memory(&WatchMemoryStats::inflight_bytes)});
+}
+
+void SidecarMetrics::AddProcessMetrics(std::vector<MetricDef>* defs) {
+  defs->push_back(
+      {"heap_in_use_bytes",
+       "Heap bytes allocated and not freed (glibc's mallinfo2: "
+       "uordblks + hblkhd). RSS far above it is freed memory the "
+       "allocator keeps, not data.",
+       false,
+       {},
+       [] {
+         return std::vector<metrics::Sample>{{{}, double(HeapInUseBytes())}};
+       }});
 }
 
 }  // namespace server

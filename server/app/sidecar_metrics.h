@@ -50,8 +50,10 @@ inline constexpr char kMetricPrefix[] = "informer_sidecar_";
 //                                                queue seen
 //   watch_history_events{resource}               gauge, events kept for
 //                                                resuming streams
-//   watch_history_bytes{resource}                gauge, bytes they keep
-//                                                alive
+//   watch_history_bytes{resource}                gauge, bytes they alone
+//                                                keep alive
+//   heap_in_use_bytes                            gauge, heap allocated and
+//                                                not freed (mallinfo2)
 //   watch_pending_bytes{resource}                gauge, object bytes the
 //                                                stream queues reference
 //   watch_inflight_bytes{resource}               gauge, writes gRPC holds
@@ -104,6 +106,9 @@ class SidecarMetrics {
   void AddWatchMetrics(std::vector<MetricDef>* defs);
   // The Watch histories' and streams' memory (part of AddWatchMetrics).
   void AddWatchMemoryMetrics(std::vector<MetricDef>* defs);
+  // heap_in_use_bytes: the process's heap, to tell data from what the
+  // allocator keeps (RSS).
+  void AddProcessMetrics(std::vector<MetricDef>* defs);
   // A sample function running `read(hub, &samples)` on the attached
   // WatchHub (under mu_, shared); no samples when none is attached.
   template <typename Read>

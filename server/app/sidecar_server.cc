@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -22,13 +23,17 @@ constexpr absl::Duration kShutdownDrain = absl::Milliseconds(500);
 }  // namespace
 
 SidecarServer::SidecarServer(InformerRegistry* registry,
-                             InformerService::Options options)
-    : registry_(registry), service_(registry, options) {}
+                             InformerService::Options options,
+                             std::function<bool()> release_free_heap)
+    : registry_(registry),
+      service_(registry, options),
+      release_free_heap_(release_free_heap ? std::move(release_free_heap)
+                                           : ReleaseFreeHeapMemory) {}
 
 absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
     InformerRegistry* registry, absl::string_view listen, Options options) {
-  std::unique_ptr<SidecarServer> sidecar(
-      new SidecarServer(registry, options.informer));
+  std::unique_ptr<SidecarServer> sidecar(new SidecarServer(
+      registry, options.informer, std::move(options.release_free_heap)));
   // Both are process-wide switches read by every later ServerBuilder.
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC's health service has no protobuf descriptor of its own: reflection
@@ -63,10 +68,17 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
   }
   sidecar->health_thread_ =
       std::thread([s = sidecar.get()] { s->WatchSyncs(); });
+  InformerRegistry::Observer observer;
+  observer.on_relist_applied = [s = sidecar.get()](InformerEntry* e) {
+    s->OnRelistApplied(*e);
+  };
+  sidecar->relist_observer_ = registry->AddObserver(std::move(observer));
   return sidecar;
 }
 
 SidecarServer::~SidecarServer() {
+  // Waits for a release running on an informer's thread.
+  if (relist_observer_ >= 0) registry_->RemoveObserver(relist_observer_);
   // Start destroys the server it failed to start: nothing runs to stop.
   if (server_ == nullptr) return;
   Shutdown(absl::ZeroDuration());
@@ -91,10 +103,29 @@ void SidecarServer::WatchSyncs() {
   // The syncs freed as much memory as the caches hold, in holes between
   // cached objects that glibc would keep resident: give them back before
   // reporting SERVING, the moment users look at the footprint.
-  ReleaseFreeHeapMemory();
+  release_free_heap_();
   health->SetServingStatus(true);
   serving_.Notify();
   LOG(INFO) << "all informers synced: health SERVING";
+}
+
+void SidecarServer::OnRelistApplied(const InformerEntry& entry) {
+  // The relist's new objects grew the heap while the cache still held the
+  // ones they replace, freed since: holes glibc keeps resident, and its
+  // dynamic trim threshold (raised to 8 MiB by the sync's large frees)
+  // keeps even the top. Without this, RSS settles a relist's worth of
+  // objects above the heap in use (docs/perf-log/2026-12-03-soak-rss.md).
+  const size_t rss = ResidentBytes();
+  const auto start = std::chrono::steady_clock::now();
+  release_free_heap_();
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  char line[128];
+  std::snprintf(line, sizeof(line), "RSS %.1f -> %.1f MB in %.1f ms", rss / 1e6,
+                ResidentBytes() / 1e6, ms);
+  LOG(INFO) << "relist of " << entry.config.resource
+            << " applied: free heap released (" << line << ")";
 }
 
 bool SidecarServer::WaitUntilServing(absl::Duration timeout) const {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "informer/cache/testing/fake_source.h"
 #include "server/registry/informer_registry.h"
 
@@ -165,6 +166,90 @@ TEST_F(SidecarServerTest, AnAddressGrpcCannotBindIsAnErrorNotACrash) {
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(failed.status().message(),
             absl::StrCat("cannot listen on \"", listen, "\""));
+}
+
+// Counts the server's heap releases.
+class Releases {
+ public:
+  std::function<bool()> Fn() {
+    return [this] {
+      absl::MutexLock lock(&mu_);
+      ++count_;
+      return true;
+    };
+  }
+  int count() {
+    absl::MutexLock lock(&mu_);
+    return count_;
+  }
+  // Waits (up to a minute) for `n` releases.
+  bool AwaitCount(int n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return count_ >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Minutes(1));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(SidecarServerMemoryTest, ReleasesFreeHeapOnceSyncedAndAfterEachRelist) {
+  informer::FakeSource* pods = nullptr;
+  auto registry = InformerRegistry::Create(
+      {{.resource = "pods"}},
+      [&pods](const ResourceConfig&)
+          -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
+        auto source = std::make_unique<informer::FakeSource>();
+        pods = source.get();
+        return source;
+      });
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  ASSERT_TRUE(pods->Add("ns", "a").ok());
+  Releases releases;
+  SidecarServer::Options options;
+  options.release_free_heap = releases.Fn();
+  auto sidecar =
+      SidecarServer::Start(registry->get(), "127.0.0.1:0", std::move(options));
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+  ASSERT_TRUE((*registry)->Start().ok());
+  ASSERT_TRUE((*sidecar)->WaitUntilServing(absl::Seconds(30)));
+  // Once the syncs are done.
+  ASSERT_TRUE(releases.AwaitCount(1));
+  EXPECT_EQ(releases.count(), 1);
+  InformerEntry* entry = *(*registry)->Find("pods");
+  const informer::Indexer& cache = entry->informer->GetIndexer();
+
+  // Watch events are no relist: no release. Polled: the cache has it.
+  pods->WaitForWatches(1);
+  ASSERT_TRUE(pods->Add("ns", "b").ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (cache.Size() < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(cache.Size(), 2u);
+
+  // A cut watch whose resourceVersion is gone meanwhile: one relist, one
+  // release once it is in the cache.
+  pods->BreakWatches(absl::UnavailableError("connection reset"));
+  ASSERT_TRUE(pods->Add("ns", "c").ok());
+  pods->CompactHistory();
+  ASSERT_TRUE(releases.AwaitCount(2));
+  EXPECT_EQ(cache.Size(), 3u);
+  EXPECT_EQ(entry->informer->GetReflectorCounters().relists, 1);
+
+  // A later event: still two.
+  pods->WaitForWatches(1);
+  ASSERT_TRUE(pods->Delete("ns", "a").ok());
+  while (cache.Size() > 2 && absl::Now() < deadline + absl::Seconds(30)) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(cache.Size(), 2u);
+  EXPECT_EQ(releases.count(), 2);
+  sidecar->reset();
+  (*registry)->Stop();
 }
 
 }  // namespace

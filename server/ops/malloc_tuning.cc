@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 namespace server {
 
 bool ShouldApplyMallocTunables(const char* current) {
@@ -31,5 +33,20 @@ void ReexecWithMallocTunables(char** argv) {
 }
 
 bool ReleaseFreeHeapMemory() { return malloc_trim(0) != 0; }
+
+size_t HeapInUseBytes() {
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+size_t ResidentBytes() {
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0;
+  unsigned long size = 0, resident = 0;  // NOLINT(runtime/int): scanf's
+  const int read = std::fscanf(statm, "%lu %lu", &size, &resident);
+  std::fclose(statm);
+  if (read != 2) return 0;
+  return static_cast<size_t>(resident) * sysconf(_SC_PAGESIZE);
+}
 
 }  // namespace server

@@ -1,6 +1,8 @@
 #ifndef SERVER_OPS_MALLOC_TUNING_H_
 #define SERVER_OPS_MALLOC_TUNING_H_
 
+#include <cstddef>
+
 namespace server {
 
 // The glibc malloc settings the sidecar runs with: transparent huge pages
@@ -35,10 +37,24 @@ void ReexecWithMallocTunables(char** argv);
 // memory (list buffers, decoder state, the DeltaFIFO's queue of the whole
 // list) interleaved with the objects that stay cached. glibc keeps the freed
 // holes mapped, so RSS after a sync stays well above the memory in use (see
-// docs/benchmarks.md, section 'Memory per cached object'). Call it
-// once after the caches synced; it takes a few ms per hundred MB of heap and
-// holds the arena's lock meanwhile. Returns true if memory was released.
+// docs/benchmarks.md, section 'Memory per cached object'). A relist does
+// the same on a smaller scale: its new objects are allocated while the
+// cache still holds the ones they replace, which are then freed below live
+// memory. Call it once after the caches synced and after each relist; it
+// takes a few ms per hundred MB of heap and holds the arena's lock
+// meanwhile. Returns true if memory was released.
 bool ReleaseFreeHeapMemory();
+
+// The heap bytes malloc has handed out and not had back: chunks in use in
+// the arenas plus chunks mmapped on their own (glibc's mallinfo2 uordblks
+// + hblkhd). What the process's data takes on the heap; RSS well above it
+// is freed memory glibc keeps (see ReleaseFreeHeapMemory), or not heap at
+// all (stacks, code). It walks the arenas' free lists under their locks:
+// for scrapes, not hot paths.
+size_t HeapInUseBytes();
+
+// This process's resident memory (VmRSS) in bytes; 0 if unreadable.
+size_t ResidentBytes();
 
 }  // namespace server
 

@@ -67,6 +67,13 @@ absl::StatusOr<std::shared_ptr<InformerEntry>> InformerRegistry::Build(
     options.indexers[informer::FieldIndexName(path)] =
         informer::FieldIndexFunc(path);
   }
+  // The informer (its threads) lives no longer than its entry, and the
+  // registry outlives every entry.
+  options.on_relist_applied = [this, e = entry.get()] {
+    Notify([e](const Observer& o) {
+      if (o.on_relist_applied) o.on_relist_applied(e);
+    });
+  };
   entry->informer = std::make_unique<informer::SharedIndexInformer>(
       entry->source.get(), std::move(options), options_.clock);
   entry->config = std::move(config);
@@ -459,7 +466,7 @@ void InformerRegistry::RemoveObserver(int id) {
 }
 
 void InformerRegistry::Notify(
-    const std::function<void(const Observer&)>& call) {
+    const std::function<void(const Observer&)>& call) const {
   absl::ReaderMutexLock lock(&observers_mu_);
   for (const auto& [id, observer] : observers_) call(observer);
 }

@@ -170,13 +170,18 @@ class InformerRegistry {
     bool serve_stale_on_start = false;
   };
 
-  // Lazy informer life-cycle notifications (e.g. for health statuses).
+  // Informer life-cycle notifications (e.g. for health statuses). Each
+  // callback may be empty.
   struct Observer {
     // A lazy informer synced (once per informer).
     std::function<void(InformerEntry*)> on_lazy_synced;
     // A lazy informer is being stopped for idleness: drop everything that
     // refers to it. Called before its informer stops.
     std::function<void(InformerEntry*)> on_retired;
+    // An informer's relist (configured or lazy) is in its cache: once per
+    // relist (SharedIndexInformer::Options::on_relist_applied), on the
+    // informer's own threads, so it must not block for long.
+    std::function<void(InformerEntry*)> on_relist_applied;
   };
 
   // InvalidArgument for an empty or duplicate resource name (after
@@ -269,7 +274,7 @@ class InformerRegistry {
   void MaybeReportSynced(Slot* slot) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Duration IdlePeriod() const;
   void IdleLoop(absl::Time first) ABSL_LOCKS_EXCLUDED(mu_);
-  void Notify(const std::function<void(const Observer&)>& call)
+  void Notify(const std::function<void(const Observer&)>& call) const
       ABSL_LOCKS_EXCLUDED(observers_mu_);
 
   const Options options_;

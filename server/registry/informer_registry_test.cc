@@ -132,6 +132,48 @@ TEST(InformerRegistryTest, StartedInformersSyncAndServeExtraIndexes) {
   (*registry)->Stop();
 }
 
+TEST(InformerRegistryTest, ObserversHearOfEachRelistInTheCache) {
+  Sources sources;
+  auto registry = InformerRegistry::Create(
+      {{.resource = "pods"}, {.resource = "configmaps"}}, sources.Factory());
+  ASSERT_TRUE(registry.ok());
+  absl::Mutex mu;
+  std::vector<std::string> relisted;
+  const int id =
+      (*registry)->AddObserver({.on_relist_applied = [&](InformerEntry* e) {
+        absl::MutexLock lock(&mu);
+        relisted.push_back(e->config.resource);
+      }});
+  ASSERT_TRUE(sources.Get("pods")->Add("ns", "a").ok());
+  ASSERT_TRUE((*registry)->Start().ok());
+  for (const auto& entry : (*registry)->entries()) {
+    ASSERT_TRUE(entry->informer->WaitForSync(absl::Seconds(30)));
+  }
+  informer::FakeSource* pods = sources.Get("pods");
+  pods->WaitForWatches(1);
+  // A cut watch whose resourceVersion is gone meanwhile: a relist.
+  pods->BreakWatches(absl::UnavailableError("connection reset"));
+  ASSERT_TRUE(pods->Add("ns", "b").ok());
+  pods->CompactHistory();
+  auto heard = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return !relisted.empty();
+  };
+  {
+    absl::MutexLock lock(&mu);
+    // The reflector's back-off before the re-watch and the relist.
+    ASSERT_TRUE(
+        mu.AwaitWithTimeout(absl::Condition(&heard), absl::Seconds(60)));
+    EXPECT_THAT(relisted, ElementsAre("pods"));
+  }
+  InformerEntry* entry = *(*registry)->Find("pods");
+  EXPECT_EQ(entry->informer->GetIndexer().Size(), 2u);
+  EXPECT_EQ(entry->informer->GetReflectorCounters().relists, 1);
+  (*registry)->RemoveObserver(id);
+  (*registry)->Stop();
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(relisted, ElementsAre("pods"));
+}
+
 informer::client::ApiResource Api(std::string group, std::string plural,
                                   std::string singular, std::string kind,
                                   std::vector<std::string> short_names) {
