@@ -12,54 +12,88 @@ constexpr size_t kAllocation = 16;
 constexpr size_t kControlBlock = 16 + kAllocation;
 // A refcounted grpc_slice's header.
 constexpr size_t kSliceHeader = 32 + kAllocation;
-// The informer.v1.Object fields around the JSON in its wire form
-// (resourceVersion, uid, key and their tags).
-constexpr size_t kWireFields = 128;
+
+constexpr informer::v1::Encoding kEncodings[] = {informer::v1::ENCODING_JSON,
+                                                 informer::v1::ENCODING_STRUCT};
 
 }  // namespace
 
+size_t WireBytes(const SharedObject& state) {
+  size_t bytes = 0;
+  for (informer::v1::Encoding encoding : kEncodings) {
+    // Only an encoding made already: Encoded would make it.
+    if (!state.HasEncoded(encoding)) continue;
+    absl::StatusOr<const grpc::Slice*> slice = state.Encoded(encoding);
+    if (slice.ok()) bytes += (*slice)->size() + kSliceHeader;
+  }
+  return bytes;
+}
+
 size_t StateBytes(const SharedPtr& state) {
   if (state == nullptr) return 0;
-  const informer::Object& obj = state->object();
-  return sizeof(SharedObject) + kControlBlock + obj.MemoryUsage() +
-         kAllocation + obj.json_size() + kWireFields + kSliceHeader;
+  return sizeof(SharedObject) + kControlBlock + state->object().MemoryUsage() +
+         WireBytes(*state);
 }
 
 size_t WatchHistory::EventOverhead(const FanoutEvent& ev) {
-  // The event, its token, and its encoded header (type, resourceVersion,
-  // token: the object bytes are shared slices) in one encoding.
-  return sizeof(FanoutEvent) + kControlBlock + ev.token().capacity() +
-         kAllocation + 2 * ev.token().size() + 64 + kSliceHeader;
+  // The event and its token.
+  const size_t token =
+      ev.token().size() > 15 ? ev.token().capacity() + 1 + kAllocation : 0;
+  size_t bytes = sizeof(FanoutEvent) + kControlBlock + token;
+  // Its encoded header in one encoding (type, resourceVersion, token: the
+  // object bytes are its state's wire copy), made when a stream is first
+  // sent it, which is after it is pushed: expected if the streams were
+  // sent the state before (or have sent this one already).
+  const bool streamed = WireBytes(*ev.obj()) != 0 ||
+                        (ev.prev() != nullptr && WireBytes(*ev.prev()) != 0);
+  if (streamed) bytes += 2 * ev.token().size() + 64 + kSliceHeader;
+  return bytes;
 }
 
 size_t WatchHistory::KeyOverhead(const std::string& key) {
-  // A flat_hash_map slot (string + count) and its control byte, and the
+  // A flat_hash_map slot (string + KeyState) and its control byte, and the
   // key's own allocation when it does not fit inline.
-  return sizeof(std::string) + sizeof(uint32_t) + 1 +
+  return sizeof(std::string) + sizeof(KeyState) + 1 +
          (key.size() > 15 ? key.size() + 1 + kAllocation : 0);
 }
 
 WatchHistory::WatchHistory(size_t max_events, size_t max_bytes)
     : max_events_(max_events), max_bytes_(max_bytes) {}
 
+size_t WatchHistory::FinalStateBytes(const FanoutEvent& ev) {
+  const SharedPtr& obj = ev.obj();
+  const SharedPtr& prev = ev.prev();
+  size_t bytes = sizeof(SharedObject) + kControlBlock;
+  // A tombstone (a relist found the object gone) carries the parsed
+  // object of the state before it in a wrapper of its own.
+  if (prev == nullptr || prev->ptr() != obj->ptr()) {
+    bytes += obj->object().MemoryUsage();
+  }
+  // The streams that were sent the key's states will be sent its end,
+  // which they have not encoded yet when it is pushed.
+  const size_t wire = WireBytes(*obj);
+  return bytes + (wire != 0 || prev == nullptr ? wire : WireBytes(*prev));
+}
+
 void WatchHistory::Push(EventPtr ev) {
   if (max_events_ == 0 || max_bytes_ == 0) return;
   Entry e;
-  e.state_bytes = StateBytes(ev->obj());
-  e.prev_bytes = StateBytes(ev->prev());
   e.overhead = EventOverhead(*ev);
   const std::string& key = ev->key();
-  auto it = per_key_.find(key);
-  if (it == per_key_.end()) {
-    per_key_.emplace(key, 1);
-    // The key's oldest kept event: its state before is charged to it.
-    bytes_ += e.prev_bytes + KeyOverhead(key);
-  } else {
-    // The state before is the previous kept event's new state (or none
-    // after a delete): already charged.
-    ++it->second;
-  }
+  auto [it, inserted] = per_key_.try_emplace(key);
+  KeyState& k = it->second;
+  // The key's oldest kept event keeps its state before; a later one's
+  // state before is the key's current state until now (uncharged), which
+  // it supersedes. After a deletion there is none: its final state is
+  // charged already.
+  if (inserted || !k.newest_deleted) e.prev_bytes = StateBytes(ev->prev());
+  bytes_ += e.prev_bytes + (inserted ? KeyOverhead(key) : 0);
+  // A deletion's final state is gone from the fan-out's state; any other
+  // new state is the key's current one.
+  if (ev->deleted()) e.state_bytes = FinalStateBytes(*ev);
   bytes_ += e.state_bytes + e.overhead;
+  ++k.events;
+  k.newest_deleted = ev->deleted();
   e.ev = std::move(ev);
   entries_.push_back(std::move(e));
   while (entries_.size() > max_events_ || bytes_ > max_bytes_) {
@@ -71,17 +105,18 @@ void WatchHistory::Push(EventPtr ev) {
 void WatchHistory::PopOldest() {
   Entry& e = entries_.front();
   const std::string& key = e.ev->key();
-  // The oldest event of its key: charged its state before.
-  bytes_ -= e.state_bytes + e.overhead + e.prev_bytes;
+  // The oldest event of its key: charged its state before, and its final
+  // state if it is a deletion (the key's next event, a re-creation, does
+  // not keep it).
+  bytes_ -= e.overhead + e.prev_bytes + e.state_bytes;
   auto it = per_key_.find(key);
-  if (--it->second == 0) {
+  if (--it->second.events == 0) {
     bytes_ -= KeyOverhead(key);
     per_key_.erase(it);
-  } else if (!e.ev->deleted()) {
-    // The key's next kept event becomes its oldest; its state before is
-    // this event's new state, which it keeps alive.
-    bytes_ += e.state_bytes;
   }
+  // Otherwise its new state, superseded, stays charged: the key's next
+  // kept event, now its oldest, keeps it as its state before (and was
+  // charged it when pushed). The newest event's is the current state.
   entries_.pop_front();
 }
 
