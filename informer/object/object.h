@@ -175,6 +175,14 @@ class Object {
   // Whether the JSON is stored compressed, and the bytes it takes stored.
   bool compressed() const { return dictionary_ != nullptr; }
   size_t stored_json_size() const { return stored_size_; }
+  // The JSON as stored (the compressed frame when compressed(), else the
+  // JSON itself), and the dictionary that reads it back (null when stored
+  // as is): a snapshot keeps the frame as it is instead of decompressing
+  // it on write and compressing it again on load.
+  absl::string_view stored_json() const { return Part(0, stored_size_); }
+  const std::shared_ptr<const JsonDictionary>& dictionary() const {
+    return dictionary_;
+  }
 
   absl::string_view api_version() const { return Field(kApiVersion); }
   absl::string_view kind() const { return Field(kKind); }

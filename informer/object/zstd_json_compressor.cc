@@ -163,7 +163,7 @@ void ZstdJsonCompressor::Train(const std::vector<std::string>& samples) {
   uint32_t version;
   {
     absl::MutexLock lock(&mu_);
-    version = stats_.dictionaries_trained + 1;
+    version = NextVersionLocked();
   }
   absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>> dict =
       ZstdJsonDictionary::Train(samples, options_.dictionary_bytes,
@@ -171,14 +171,42 @@ void ZstdJsonCompressor::Train(const std::vector<std::string>& samples) {
   absl::MutexLock lock(&mu_);
   samples_.clear();
   if (!dict.ok()) return;  // only for no samples: keep what there is
-  current_ = *std::move(dict);
-  stats_.dictionaries_trained = version;
-  stats_.version = version;
+  ++stats_.dictionaries_trained;
+  InstallLocked(*std::move(dict));
+}
+
+void ZstdJsonCompressor::InstallLocked(
+    std::shared_ptr<const ZstdJsonDictionary> dict) {
+  current_ = std::move(dict);
+  stats_.version = current_->version();
   stats_.dictionary_bytes = current_->bytes().size();
   window_objects_ = 0;
   window_json_ = 0;
   window_stored_ = 0;
   trained_ratio_ = 0;
+}
+
+absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>>
+ZstdJsonCompressor::AdoptDictionary(std::string bytes, bool install) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>> dict =
+      ZstdJsonDictionary::FromBytes(std::move(bytes), options_.level,
+                                    NextVersionLocked());
+  if (!dict.ok()) return dict.status();
+  ++stats_.dictionaries_adopted;
+  if (install && current_ == nullptr) {
+    InstallLocked(*dict);
+    // A sample being collected would train a needless second version.
+    collecting_ = false;
+    samples_.clear();
+    sample_bytes_ = 0;
+  }
+  return dict;
+}
+
+void ZstdJsonCompressor::CountAdopted(size_t json_size, size_t stored_size) {
+  absl::MutexLock lock(&mu_);
+  CountLocked(json_size, stored_size);
 }
 
 void ZstdJsonCompressor::CountLocked(size_t json_size, size_t stored_size) {

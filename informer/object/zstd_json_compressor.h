@@ -107,6 +107,8 @@ class ZstdJsonCompressor final : public JsonCompressor {
   struct Stats {
     uint32_t version = 0;  // of the current dictionary; 0: none yet
     uint64_t dictionaries_trained = 0;
+    // Taken from elsewhere (a snapshot) by AdoptDictionary.
+    uint64_t dictionaries_adopted = 0;
     uint64_t objects_compressed = 0;
     uint64_t objects_kept = 0;  // stored as they are
     uint64_t json_bytes_compressed = 0;
@@ -125,6 +127,23 @@ class ZstdJsonCompressor final : public JsonCompressor {
   // the current version.
   void Retrain() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A dictionary from `bytes` (another compressor's, as bytes() gave them:
+  // a snapshot keeps them with the frames they compressed), built at this
+  // compressor's level with the next version number. With `install`, it
+  // becomes the current dictionary unless the compressor has one already,
+  // and the sample being collected is dropped: objects compressed from
+  // then on use it, as they would a trained one, and a later drift or
+  // Retrain() trains the next version as usual. Either way frames it
+  // compressed stay readable through the returned dictionary.
+  // InvalidArgument when zstd rejects the bytes.
+  absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>> AdoptDictionary(
+      std::string bytes, bool install) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts one object stored with a frame compressed elsewhere with one of
+  // this compressor's dictionaries (see AdoptDictionary) as if compressed
+  // here: the statistics and the drift check see it.
+  void CountAdopted(size_t json_size, size_t stored_size)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // The current dictionary; null until the first one is trained.
   std::shared_ptr<const ZstdJsonDictionary> dictionary() const
@@ -136,6 +155,14 @@ class ZstdJsonCompressor final : public JsonCompressor {
   std::vector<std::string> SampleLocked(absl::string_view json)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Train(const std::vector<std::string>& samples) ABSL_LOCKS_EXCLUDED(mu_);
+  // The version number the next trained or adopted dictionary gets.
+  uint32_t NextVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<uint32_t>(stats_.dictionaries_trained +
+                                 stats_.dictionaries_adopted + 1);
+  }
+  // Makes `dict` the current dictionary; restarts the drift check.
+  void InstallLocked(std::shared_ptr<const ZstdJsonDictionary> dict)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts one compressed object for the drift check.
   void CountLocked(size_t json_size, size_t stored_size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

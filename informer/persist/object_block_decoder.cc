@@ -9,8 +9,10 @@
 namespace informer {
 
 ObjectBlockDecoder::ObjectBlockDecoder(const TransformOptions& transform,
-                                       int threads)
+                                       int threads,
+                                       const object_records::Decoder* records)
     : transform_(transform),
+      records_(records),
       max_in_flight_(threads > 0 ? 2 * static_cast<size_t>(threads) : 0) {
   for (int i = 0; i < threads; ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
@@ -34,16 +36,18 @@ void ObjectBlockDecoder::Decode(Block* block) const {
   for (; !cursor.done(); ++number) {
     absl::string_view record;
     absl::StatusOr<ObjectPtr> obj =
-        cursor.ReadString(&record)
-            ? Object::Parse(record, transform_)
-            : absl::InvalidArgumentError("its record overruns the block");
+        !cursor.ReadString(&record)
+            ? absl::InvalidArgumentError("its record overruns the block")
+        : records_ != nullptr ? records_->Decode(record)
+                              : Object::Parse(record, transform_);
     if (!obj.ok()) {
-      block->status = absl::InvalidArgumentError(absl::StrCat(
-          "object ", number, " (in the RECORDS frame at offset ", block->offset,
-          ") does not decode: ", obj.status().message()));
+      block->status = absl::InvalidArgumentError(
+          absl::StrCat(records_ != nullptr ? "record " : "object ", number,
+                       " (in the RECORDS frame at offset ", block->offset,
+                       ") does not decode: ", obj.status().message()));
       break;
     }
-    block->objects.push_back(*std::move(obj));
+    if (*obj != nullptr) block->objects.push_back(*std::move(obj));
   }
   std::string().swap(block->payload);
 }

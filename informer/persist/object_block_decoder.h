@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "informer/object/object.h"
+#include "informer/persist/object_record_codec.h"
 
 namespace informer {
 
@@ -35,7 +36,13 @@ namespace informer {
 class ObjectBlockDecoder {
  public:
   // `threads` == 0: each block is decoded by Add, on the caller's thread.
-  ObjectBlockDecoder(const TransformOptions& transform, int threads);
+  // `records`: null for blocks of JSON records (the objects section's
+  // version 1), else the decoder of tagged records (version 2; not owned,
+  // must outlive this, and have every dictionary added before the first
+  // Add of a block whose objects use it); dictionary records yield no
+  // object.
+  ObjectBlockDecoder(const TransformOptions& transform, int threads,
+                     const object_records::Decoder* records = nullptr);
   ObjectBlockDecoder(const ObjectBlockDecoder&) = delete;
   ObjectBlockDecoder& operator=(const ObjectBlockDecoder&) = delete;
   ~ObjectBlockDecoder();
@@ -66,6 +73,7 @@ class ObjectBlockDecoder {
   void StopWorkers() ABSL_LOCKS_EXCLUDED(mu_);
 
   const TransformOptions transform_;
+  const object_records::Decoder* const records_;
   const size_t max_in_flight_;
   absl::Mutex mu_;
   // Every block, in order. A deque: workers hold pointers to its elements

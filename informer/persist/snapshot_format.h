@@ -28,10 +28,15 @@
 //     it does not know unless its flags say kSectionRequired.
 //   END (once, last; varint section count). Nothing may follow it: a file
 //     without it was cut short.
-// Version 1 writes one required section, "objects" (section version 1): one
-// record per object, its JSON as cached. More sections (e.g. the watch
-// history that resume tokens need) are added without changing the format
-// version: they are self-describing.
+// Version 1 writes one required section, "objects", in one of two section
+// versions: version 1, one record per object, its JSON as cached; or, when
+// objects are held compressed, version 2 (see object_record_codec.h):
+// tagged records, the zstd dictionaries first, then per object its JSON or
+// the zstd frame it is held as (the dictionary and the frame give the JSON
+// back). A build that knows only section version 1 rejects version 2 as
+// kUnsupportedVersion (the section is required), never misreads it. More
+// sections (e.g. the watch history that resume tokens need) are added
+// without changing the format version: they are self-describing.
 //
 // Checksums: every byte of a file is covered by one (a frame's size is
 // checked before it is trusted, so a flipped size byte reads as damage, not
@@ -73,6 +78,8 @@ inline constexpr uint64_t kSectionRequired = 1;
 // The objects section.
 inline constexpr char kObjectsSection[] = "objects";
 inline constexpr uint64_t kObjectsSectionVersion = 1;
+// The objects section with tagged records: JSON, dictionaries and frames.
+inline constexpr uint64_t kObjectsSectionVersionFrames = 2;
 
 uint32_t Crc32(absl::string_view data);
 

@@ -16,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "informer/persist/object_block_decoder.h"
+#include "informer/persist/object_record_codec.h"
 #include "informer/persist/snapshot_error.h"
 #include "informer/persist/snapshot_format.h"
 
@@ -203,6 +204,9 @@ struct Section {
   uint64_t records = 0;  // seen
   uint64_t bytes = 0;    // of the records seen
   bool objects = false;  // the objects section (else skipped)
+  // Of an objects section of version 2: an object record was seen (every
+  // dictionary record comes before the first).
+  bool saw_object_record = false;
   // An optional section asked for: its records are kept.
   bool keep = false;
   SnapshotSection kept;
@@ -225,13 +229,22 @@ constexpr size_t kSequentialHeadBytes = 4 << 20;
 // thread only.
 class SectionDecoder {
  public:
-  SectionDecoder(const TransformOptions& transform, int threads)
+  // `version`: the objects section's; with 2, records are tagged (see
+  // object_record_codec.h).
+  SectionDecoder(const TransformOptions& transform, int threads,
+                 uint64_t version)
       : transform_(transform),
         threads_(threads),
         head_limit_(threads > 0 && transform.compressor != nullptr
                         ? kSequentialHeadBytes
                         : 0),
-        head_(transform, 0) {}
+        records_(version == sf::kObjectsSectionVersionFrames
+                     ? std::make_unique<object_records::Decoder>(transform)
+                     : nullptr),
+        head_(transform, 0, records_.get()) {}
+
+  // Null for a version 1 section (JSON records).
+  object_records::Decoder* records() { return records_.get(); }
 
   // As ObjectBlockDecoder::Add.
   bool Add(std::string payload, uint64_t first_record, uint64_t offset) {
@@ -240,7 +253,8 @@ class SectionDecoder {
       return head_.Add(std::move(payload), first_record, offset);
     }
     if (tail_ == nullptr) {
-      tail_ = std::make_unique<ObjectBlockDecoder>(transform_, threads_);
+      tail_ = std::make_unique<ObjectBlockDecoder>(transform_, threads_,
+                                                   records_.get());
     }
     return tail_->Add(std::move(payload), first_record, offset);
   }
@@ -261,6 +275,7 @@ class SectionDecoder {
   const int threads_;
   const size_t head_limit_;
   size_t head_bytes_ = 0;
+  const std::unique_ptr<object_records::Decoder> records_;
   ObjectBlockDecoder head_;
   std::unique_ptr<ObjectBlockDecoder> tail_;
 };
@@ -307,8 +322,9 @@ absl::Status BeginSection(FrameReader& reader, const Frame& frame,
   }
   section->name = std::string(name);
   section->objects = name == sf::kObjectsSection;
-  const bool known =
-      section->objects && section->version == sf::kObjectsSectionVersion;
+  const bool known = section->objects &&
+                     (section->version == sf::kObjectsSectionVersion ||
+                      section->version == sf::kObjectsSectionVersionFrames);
   if (!known && (section->flags & sf::kSectionRequired) != 0) {
     return reader.Error(
         SnapshotProblem::kUnsupportedVersion, absl::StatusCode::kUnimplemented,
@@ -330,9 +346,33 @@ absl::Status BeginSection(FrameReader& reader, const Frame& frame,
                                 std::thread::hardware_concurrency() > 1
                             ? std::max(options.decode_threads, 0)
                             : 0;
-    *decoder = std::make_unique<SectionDecoder>(transform, threads);
+    *decoder =
+        std::make_unique<SectionDecoder>(transform, threads, section->version);
   }
   return absl::OkStatus();
+}
+
+// A record of an objects section of version 2, on the reading thread: a
+// dictionary is added to `records` before any block using it is decoded
+// (the writer puts every dictionary first); object records are decoded
+// with the block.
+absl::Status TakeDictionary(FrameReader& reader, const Frame& frame,
+                            absl::string_view record, Section* section,
+                            object_records::Decoder* records) {
+  uint8_t tag = 0;
+  if (!object_records::Decoder::Tag(record, &tag) ||
+      tag != object_records::kDictionaryTag) {
+    section->saw_object_record = true;
+    return absl::OkStatus();
+  }
+  absl::Status s = section->saw_object_record
+                       ? absl::InvalidArgumentError(
+                             "a dictionary record after an object record")
+                       : records->AddDictionary(record);
+  if (s.ok()) return s;
+  return reader.Malformed(absl::StrCat("record ", section->records,
+                                       " (in the RECORDS frame at offset ",
+                                       frame.offset, "): ", s.message()));
 }
 
 // Counts a RECORDS frame's records (checking that they fill it exactly) and
@@ -350,6 +390,11 @@ absl::Status ReadRecords(FrameReader& reader, const Frame& frame,
     }
     ++section->records;
     section->bytes += record.size();
+    if (section->objects && decoder->records() != nullptr) {
+      absl::Status s =
+          TakeDictionary(reader, frame, record, section, decoder->records());
+      if (!s.ok()) return s;
+    }
     if (section->keep) section->kept.records.emplace_back(record);
   }
   if (!section->objects) return absl::OkStatus();

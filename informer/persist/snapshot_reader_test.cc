@@ -299,12 +299,12 @@ TEST(SnapshotReaderTest, UnknownRequiredSectionsAreUnsupported) {
   ExpectProblem(s, SnapshotProblem::kUnsupportedVersion,
                 absl::StatusCode::kUnimplemented,
                 "section \"watch_history\" version 1 is required", path);
-  RawSnapshot v2;
-  v2.Header().Begin("objects", 2, sf::kSectionRequired, 0).End(0, 0).Finish(1);
-  s = ReadRaw(v2, &path);
+  RawSnapshot v3;
+  v3.Header().Begin("objects", 3, sf::kSectionRequired, 0).End(0, 0).Finish(1);
+  s = ReadRaw(v3, &path);
   ExpectProblem(s, SnapshotProblem::kUnsupportedVersion,
                 absl::StatusCode::kUnimplemented,
-                "section \"objects\" version 2", path);
+                "section \"objects\" version 3", path);
 }
 
 TEST(SnapshotReaderTest, InvalidContentBehindGoodChecksumsIsMalformed) {

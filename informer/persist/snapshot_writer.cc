@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "informer/persist/object_record_codec.h"
 #include "informer/persist/snapshot_error.h"
 #include "informer/persist/snapshot_format.h"
 
@@ -158,32 +159,70 @@ absl::string_view JsonView(const Json& json) {
   }
 }
 
-// The objects section: SECTION_BEGIN, RECORDS blocks, SECTION_END.
-absl::Status WriteObjects(FrameFile& file,
-                          const std::vector<ObjectPtr>& objects,
-                          SnapshotWriteStats* stats) {
+absl::Status BeginObjects(FrameFile& file, uint64_t version, uint64_t records) {
   std::string begin;
   sf::AppendString(sf::kObjectsSection, &begin);
-  sf::AppendVarint(sf::kObjectsSectionVersion, &begin);
+  sf::AppendVarint(version, &begin);
   sf::AppendVarint(sf::kSectionRequired, &begin);
-  sf::AppendVarint(objects.size(), &begin);
-  absl::Status s = file.WriteFrame(sf::kSectionBeginFrame, begin);
-  if (!s.ok()) return s;
-  uint64_t json_bytes = 0;
-  for (const ObjectPtr& obj : objects) {
-    const auto json = obj->json();
-    const absl::string_view text = JsonView(json);
-    json_bytes += text.size();
-    s = file.AddRecord(text);
-    if (!s.ok()) return s;
+  sf::AppendVarint(records, &begin);
+  return file.WriteFrame(sf::kSectionBeginFrame, begin);
+}
+
+// The objects section's version 2 records: the dictionaries, then per
+// object its frame as held (or its JSON). Nothing is decompressed but the
+// JSON of objects held otherwise.
+absl::Status WriteObjectRecords(FrameFile& file,
+                                const object_records::Encoder& encoder,
+                                const std::vector<ObjectPtr>& objects,
+                                uint64_t* records, uint64_t* record_bytes) {
+  const std::vector<std::string> dictionaries = encoder.DictionaryRecords();
+  *records = dictionaries.size() + objects.size();
+  absl::Status s =
+      BeginObjects(file, sf::kObjectsSectionVersionFrames, *records);
+  for (const std::string& record : dictionaries) {
+    if (s.ok()) s = file.AddRecord(record);
+    *record_bytes += record.size();
   }
-  s = file.FlushRecords();
+  std::string record;
+  for (const ObjectPtr& obj : objects) {
+    if (!s.ok()) return s;
+    encoder.Encode(*obj, &record);
+    *record_bytes += record.size();
+    s = file.AddRecord(record);
+  }
+  return s;
+}
+
+// The objects section: SECTION_BEGIN, RECORDS blocks, SECTION_END; version
+// 2 when `frames` and some object is held as a zstd frame, else 1.
+absl::Status WriteObjects(FrameFile& file,
+                          const std::vector<ObjectPtr>& objects, bool frames,
+                          SnapshotWriteStats* stats) {
+  uint64_t json_bytes = 0, record_bytes = 0, records = objects.size();
+  for (const ObjectPtr& obj : objects) json_bytes += obj->json_size();
+  absl::Status s;
+  const object_records::Encoder encoder(frames ? objects
+                                               : std::vector<ObjectPtr>());
+  if (encoder.has_frames()) {
+    s = WriteObjectRecords(file, encoder, objects, &records, &record_bytes);
+  } else {
+    s = BeginObjects(file, sf::kObjectsSectionVersion, records);
+    for (const ObjectPtr& obj : objects) {
+      if (!s.ok()) return s;
+      const auto json = obj->json();
+      const absl::string_view text = JsonView(json);
+      record_bytes += text.size();
+      s = file.AddRecord(text);
+    }
+  }
+  if (s.ok()) s = file.FlushRecords();
   if (!s.ok()) return s;
   std::string end;
-  sf::AppendVarint(objects.size(), &end);
-  sf::AppendVarint(json_bytes, &end);
+  sf::AppendVarint(records, &end);
+  sf::AppendVarint(record_bytes, &end);
   stats->objects = objects.size();
   stats->json_bytes = json_bytes;
+  stats->frames = encoder.has_frames();
   return file.WriteFrame(sf::kSectionEndFrame, end);
 }
 
@@ -216,7 +255,7 @@ absl::Status WriteContents(FrameFile& file, const sf::Header& header,
   if (!s.ok()) return s;
   s = file.WriteFrame(sf::kHeaderFrame, sf::EncodeHeader(header));
   if (!s.ok()) return s;
-  s = WriteObjects(file, objects, stats);
+  s = WriteObjects(file, objects, options.compressed_frames, stats);
   for (size_t i = 0; s.ok() && i < options.extra_sections.size(); ++i) {
     s = WriteSection(file, options.extra_sections[i]);
   }
