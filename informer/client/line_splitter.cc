@@ -32,6 +32,13 @@ absl::Status LineSplitter::Append(absl::string_view bytes) {
 }
 
 bool LineSplitter::NextLine(std::string* line) {
+  absl::string_view view;
+  if (!NextLineView(&view)) return false;
+  line->assign(view.data(), view.size());
+  return true;
+}
+
+bool LineSplitter::NextLineView(absl::string_view* line) {
   while (true) {
     if (scan_from_ < consumed_) scan_from_ = consumed_;
     size_t newline = buffer_.find('\n', scan_from_);
@@ -45,7 +52,7 @@ bool LineSplitter::NextLine(std::string* line) {
     consumed_ = newline + 1;
     scan_from_ = consumed_;
     if (absl::StripAsciiWhitespace(view).empty()) continue;
-    line->assign(view.data(), view.size());
+    *line = view;
     return true;
   }
 }

@@ -40,6 +40,9 @@ class LineSplitter {
   // returns true; false when no complete line is buffered. Empty lines (as
   // some servers send as keep-alives) are skipped.
   bool NextLine(std::string* line);
+  // The same without a copy: *line views the buffer and stays valid until
+  // the next call of Append, NextLine or NextLineView.
+  bool NextLineView(absl::string_view* line);
 
   // Called at end of stream: OK when no partial line remains buffered,
   // DataLoss naming the number of stray bytes otherwise. Whitespace-only

@@ -85,6 +85,21 @@ TEST(LineSplitterTest, ByteAtATime) {
   EXPECT_EQ(got, ExpectedLines(body));
 }
 
+TEST(LineSplitterTest, ViewsAreTheSameLinesWithoutACopy) {
+  // Fed in odd chunks, the views (each used before the next call) are the
+  // lines NextLine would copy.
+  const std::string body = ReadFile(kRecorded);
+  LineSplitter s;
+  std::vector<std::string> got;
+  for (size_t at = 0; at < body.size(); at += 333) {
+    ASSERT_TRUE(s.Append(absl::string_view(body).substr(at, 333)).ok());
+    absl::string_view line;
+    while (s.NextLineView(&line)) got.emplace_back(line);
+  }
+  EXPECT_EQ(got, ExpectedLines(body));
+  EXPECT_TRUE(s.Finish().ok());
+}
+
 TEST(LineSplitterTest, CrLfEndingsAndBlankLinesAreDropped) {
   LineSplitter s;
   ASSERT_TRUE(s.Append("{\"a\":1}\r").ok());

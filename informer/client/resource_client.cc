@@ -260,8 +260,14 @@ absl::StatusOr<std::unique_ptr<WatchStream>> ResourceClient::Watch(
   absl::StatusOr<std::unique_ptr<HttpStream>> body =
       transport_->Stream(req, options_.watch_idle_timeout);
   if (!body.ok()) return body.status();
+  // A WatchList's initial events are a list: decoded on the list's
+  // workers (see WatchDecoder).
+  WatchDecoder::Options decode;
+  if (options.send_initial_events) {
+    decode.initial_event_threads = options_.list_decode_threads;
+  }
   return std::unique_ptr<WatchStream>(new WatchDecoder(
-      *std::move(body), options_.transform, req.path, bytes_received_));
+      *std::move(body), options_.transform, req.path, bytes_received_, decode));
 }
 
 absl::StatusOr<std::string> ResourceClient::Create(absl::string_view json) {

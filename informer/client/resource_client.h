@@ -56,8 +56,9 @@ struct ResourceClientOptions {
   // sooner, by RestConfig::tcp_timeout.
   absl::Duration watch_idle_timeout = absl::Seconds(75);
   // Threads that decode a large list response while it downloads, besides
-  // the listing thread (see StreamingListDecoder). Decoding and building
-  // the objects is most of an initial list's client CPU; 0 decodes inline.
+  // the listing thread (see StreamingListDecoder), and a WatchList's
+  // initial events (see WatchDecoder). Decoding and building the objects
+  // is most of an initial sync's client CPU; 0 decodes inline.
   int list_decode_threads = 1;
   // Paged lists: request page N+1 as soon as page N's metadata.continue has
   // arrived (the API server writes it before the items), so that the next

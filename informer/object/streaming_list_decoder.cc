@@ -2,14 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
-#include <thread>
 #include <utility>
 
 #include "absl/base/attributes.h"
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "informer/object/json_decode.h"
 
 #ifdef __SSE2__
@@ -439,105 +435,6 @@ absl::StatusOr<ObjectPtr> DecodeItem(absl::string_view text, size_t index,
 
 }  // namespace
 
-// Consecutive items of the list: their texts (parallel mode), then the
-// decoded objects. Owned by Shared::batches; between being queued and done,
-// only the thread decoding it touches it.
-struct StreamingListDecoder::Batch {
-  size_t first_index = 0;
-  std::string text;          // the items' texts, back to back
-  std::vector<size_t> ends;  // end offset of each item in `text`
-  std::vector<ObjectPtr> out;
-  absl::Status status;  // the first bad item's error
-  bool done = false;    // decoded (Shared::mu)
-
-  void Decode(const json_internal::DropNode& drops,
-              JsonCompressor* compressor) {
-    out.reserve(ends.size());
-    size_t begin = 0;
-    for (size_t i = 0; i < ends.size(); ++i) {
-      absl::StatusOr<ObjectPtr> obj =
-          DecodeItem(absl::string_view(text.data() + begin, ends[i] - begin),
-                     first_index + i, drops, compressor);
-      if (!obj.ok()) {
-        status = obj.status();
-        return;
-      }
-      out.push_back(*std::move(obj));
-      begin = ends[i];
-    }
-  }
-};
-
-// What the feeding thread and the workers share.
-struct StreamingListDecoder::Shared {
-  Shared(std::shared_ptr<const json_internal::DropNode> d,
-         std::shared_ptr<JsonCompressor> c)
-      : drops(std::move(d)), compressor(std::move(c)) {}
-
-  const std::shared_ptr<const json_internal::DropNode> drops;
-  const std::shared_ptr<JsonCompressor> compressor;
-  absl::Mutex mu;
-  // Every batch, in list order.
-  std::vector<std::unique_ptr<Batch>> batches ABSL_GUARDED_BY(mu);
-  std::deque<Batch*> pending ABSL_GUARDED_BY(mu);
-  size_t decoding ABSL_GUARDED_BY(mu) = 0;  // taken, not yet done
-  bool bad_item ABSL_GUARDED_BY(mu) = false;
-  bool stop ABSL_GUARDED_BY(mu) = false;
-  // Text buffers of decoded batches, reused (already faulted in).
-  std::vector<std::string> spare ABSL_GUARDED_BY(mu);
-  std::vector<std::thread> workers;  // the feeding thread's
-
-  // Takes the oldest pending batch, or returns null.
-  Batch* TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (pending.empty()) return nullptr;
-    Batch* b = pending.front();
-    pending.pop_front();
-    ++decoding;
-    return b;
-  }
-
-  // Decodes a batch taken with TakeLocked (mu not held while decoding).
-  void DecodeTaken(Batch* b) ABSL_LOCKS_EXCLUDED(mu) {
-    b->Decode(*drops, compressor.get());
-    std::string text = std::move(b->text);
-    text.clear();
-    absl::MutexLock lock(&mu);
-    --decoding;
-    b->done = true;
-    if (!b->status.ok()) bad_item = true;
-    spare.push_back(std::move(text));
-  }
-
-  bool WorkOrStop() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
-    return stop || !pending.empty();
-  }
-  bool Idle() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
-    return pending.empty() && decoding == 0;
-  }
-
-  void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu) {
-    for (;;) {
-      Batch* b = nullptr;
-      {
-        absl::MutexLock lock(&mu);
-        mu.Await(absl::Condition(this, &Shared::WorkOrStop));
-        if (stop) return;
-        b = TakeLocked();
-      }
-      DecodeTaken(b);
-    }
-  }
-
-  void StopWorkers() ABSL_LOCKS_EXCLUDED(mu) {
-    {
-      absl::MutexLock lock(&mu);
-      stop = true;
-    }
-    for (std::thread& t : workers) t.join();
-    workers.clear();
-  }
-};
-
 StreamingListDecoder::StreamingListDecoder(const TransformOptions& transform)
     : StreamingListDecoder(transform, Options()) {}
 
@@ -545,71 +442,44 @@ StreamingListDecoder::StreamingListDecoder(const TransformOptions& transform,
                                            Options options)
     : transform_(transform),
       options_(options),
-      shared_(new Shared(json_internal::BuildDropTree(transform),
-                         transform.compressor)),
-      splitter_([this](absl::string_view item) { return OnItem(item); }) {}
-
-StreamingListDecoder::~StreamingListDecoder() { shared_->StopWorkers(); }
-
-absl::Status StreamingListDecoder::OnItem(absl::string_view text) {
-  if (current_ == nullptr) {
-    current_ = std::make_unique<Batch>();
-    current_->first_index = next_index_;
-    if (options_.decode_threads > 0) {
-      absl::MutexLock lock(&shared_->mu);
-      if (!shared_->spare.empty()) {
-        current_->text = std::move(shared_->spare.back());
-        shared_->spare.pop_back();
-      }
-    }
-    // Room for a full batch plus the item that overflows it, without the
-    // copies of geometric growth.
-    current_->text.reserve(options_.batch_bytes + (16 << 10));
+      drops_(json_internal::BuildDropTree(transform)),
+      splitter_([this](absl::string_view item) { return OnItem(item); }) {
+  if (options_.decode_threads > 0) {
+    Pool::Options pool;
+    pool.threads = options_.decode_threads;
+    pool.batch_bytes = options_.batch_bytes;
+    // The pool's workers may outlive nothing of ours: it is destroyed (and
+    // joins them) before drops_ and transform_.
+    pool_ = std::make_unique<Pool>(
+        pool, [drops = drops_, compressor = transform.compressor](
+                  absl::string_view text, size_t index) {
+          return DecodeItem(text, index, *drops, compressor.get());
+        });
   }
-  ++next_index_;
-  if (options_.decode_threads <= 0) {
-    // Inline: decode straight from the received bytes, no copy.
-    absl::StatusOr<ObjectPtr> obj = DecodeItem(
-        text, next_index_ - 1, *shared_->drops, shared_->compressor.get());
-    if (!obj.ok()) return obj.status();
-    if (options_.on_item) {
-      absl::Status st = options_.on_item(*obj);
-      if (!st.ok()) return st;
-      if (!options_.keep_items) return absl::OkStatus();
-    }
-    current_->out.push_back(*std::move(obj));
-    return absl::OkStatus();
-  }
-  current_->text.append(text.data(), text.size());
-  current_->ends.push_back(current_->text.size());
-  if (current_->text.size() >= options_.batch_bytes) Submit();
-  return absl::OkStatus();
 }
 
-void StreamingListDecoder::Submit() {
-  if (current_ == nullptr) return;
-  std::unique_ptr<Batch> batch = std::move(current_);
-  Batch* taken = nullptr;
-  {
-    absl::MutexLock lock(&shared_->mu);
-    shared_->batches.push_back(std::move(batch));
-    if (options_.decode_threads <= 0) return;  // decoded already
-    shared_->pending.push_back(shared_->batches.back().get());
-    // A body of one batch is decoded by the feeding thread in Finish; from
-    // the second batch on, workers help.
-    if (shared_->workers.empty() && shared_->batches.size() >= 2) {
-      for (int i = 0; i < options_.decode_threads; ++i) {
-        shared_->workers.emplace_back([s = shared_.get()] { s->WorkerLoop(); });
-      }
-    }
-    // Work is piling up: decode one batch here too (the network waits in
-    // the socket buffer meanwhile).
-    if (shared_->pending.size() >
-        static_cast<size_t>(std::max(1, options_.decode_threads))) {
-      taken = shared_->TakeLocked();
-    }
+StreamingListDecoder::~StreamingListDecoder() = default;
+
+absl::Status StreamingListDecoder::OnItem(absl::string_view text) {
+  if (pool_ != nullptr) {
+    pool_->Add(text);
+    return absl::OkStatus();
   }
-  if (taken != nullptr) shared_->DecodeTaken(taken);
+  // Inline: decode straight from the received bytes, no copy.
+  absl::StatusOr<ObjectPtr> obj =
+      DecodeItem(text, inline_index_++, *drops_, transform_.compressor.get());
+  if (!obj.ok()) return obj.status();
+  return Deliver(*std::move(obj));
+}
+
+absl::Status StreamingListDecoder::Deliver(ObjectPtr obj) {
+  if (options_.on_item) {
+    absl::Status st = options_.on_item(obj);
+    if (!st.ok()) return st;
+    if (!options_.keep_items) return absl::OkStatus();
+  }
+  items_.push_back(std::move(obj));
+  return absl::OkStatus();
 }
 
 absl::Status StreamingListDecoder::Feed(absl::string_view chunk) {
@@ -626,62 +496,26 @@ absl::Status StreamingListDecoder::Feed(absl::string_view chunk) {
                    transform_);
     if (head.ok()) options_.on_head(*head);
   }
-  if (status_.ok() && options_.decode_threads > 0) {
-    bool bad_item = false;
-    {
-      absl::MutexLock lock(&shared_->mu);
-      bad_item = shared_->bad_item;
-    }
+  if (status_.ok() && pool_ != nullptr) {
     // A worker found a bad item: report the first one in list order, which
     // may be in a batch still queued or being decoded.
-    if (bad_item) status_ = Drain();
-    if (status_.ok()) status_ = DeliverDecoded();
+    status_ = TakeDecoded(/*wait=*/pool_->failed());
   }
   failed_ = !status_.ok();
   return status_;
 }
 
-absl::Status StreamingListDecoder::DeliverDecoded() {
-  if (!options_.on_item) return absl::OkStatus();
-  std::vector<Batch*> ready;
-  {
-    absl::MutexLock lock(&shared_->mu);
-    // A bad batch stops the hand-over: Drain reports it.
-    while (delivered_batches_ < shared_->batches.size()) {
-      Batch* b = shared_->batches[delivered_batches_].get();
-      if (!b->done || !b->status.ok()) break;
-      ready.push_back(b);
-      ++delivered_batches_;
-    }
-  }
-  // Outside the lock: the workers go on decoding meanwhile. A handed-over
-  // batch is only used here and moved from in Finish, after this.
-  for (Batch* b : ready) {
-    for (const ObjectPtr& obj : b->out) {
-      absl::Status st = options_.on_item(obj);
+absl::Status StreamingListDecoder::TakeDecoded(bool wait) {
+  while (std::unique_ptr<Pool::Batch> b = pool_->TakeNext(wait)) {
+    // The first bad item's error: its batch's good items are not handed
+    // over, as the list fails as a whole.
+    if (!b->status.ok()) return b->status;
+    for (ObjectPtr& obj : b->out) {
+      absl::Status st = Deliver(std::move(obj));
       if (!st.ok()) return st;
     }
-    if (!options_.keep_items) std::vector<ObjectPtr>().swap(b->out);
   }
   return absl::OkStatus();
-}
-
-absl::Status StreamingListDecoder::Drain() {
-  for (;;) {
-    Batch* b = nullptr;
-    {
-      absl::MutexLock lock(&shared_->mu);
-      b = shared_->TakeLocked();
-      if (b == nullptr) {
-        shared_->mu.Await(absl::Condition(shared_.get(), &Shared::Idle));
-        for (const std::unique_ptr<Batch>& done : shared_->batches) {
-          if (!done->status.ok()) return done->status;
-        }
-        return absl::OkStatus();
-      }
-    }
-    shared_->DecodeTaken(b);
-  }
 }
 
 absl::StatusOr<ObjectList> StreamingListDecoder::Finish() {
@@ -691,22 +525,15 @@ absl::StatusOr<ObjectList> StreamingListDecoder::Finish() {
   finished_ = true;
   if (!status_.ok()) return status_;
   absl::Status st = splitter_.Finish();
-  Submit();
-  // Help with (or do) what is left, then wait for the workers. The first
-  // bad item's error wins over the body's: it comes first.
-  const absl::Status items = Drain();
-  shared_->StopWorkers();
-  if (!items.ok()) return items;
+  if (pool_ != nullptr) {
+    // Help with (or do) what is left, then stop the workers. The first bad
+    // item's error wins over the body's: it comes first.
+    pool_->Flush();
+    const absl::Status items = TakeDecoded(/*wait=*/true);
+    pool_->StopWorkers();
+    if (!items.ok()) return items;
+  }
   if (!st.ok()) return st;
-  if (options_.decode_threads > 0) {
-    absl::Status delivered = DeliverDecoded();
-    if (!delivered.ok()) return delivered;
-  }
-  std::vector<std::unique_ptr<Batch>> batches;
-  {
-    absl::MutexLock lock(&shared_->mu);
-    batches = std::move(shared_->batches);
-  }
   // The envelope (the list without its items) is small: decoding it with
   // DecodeList validates it and reads the list metadata exactly as a whole
   // body would be read.
@@ -718,12 +545,7 @@ absl::StatusOr<ObjectList> StreamingListDecoder::Finish() {
       return absl::InvalidArgumentError(
           "list: more than one top-level \"items\" member");
     }
-    size_t total = 0;
-    for (const std::unique_ptr<Batch>& b : batches) total += b->out.size();
-    list->items.reserve(total);
-    for (std::unique_ptr<Batch>& b : batches) {
-      for (ObjectPtr& o : b->out) list->items.push_back(std::move(o));
-    }
+    list->items = std::move(items_);
   }
   return list;
 }

@@ -29,9 +29,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "informer/object/object.h"
+#include "informer/object/ordered_batch_decoder.h"
 #include "informer/object/wire.h"
 
 namespace informer {
+namespace json_internal {
+struct DropNode;
+}  // namespace json_internal
 
 // Splits a JSON list body, fed in chunks of any size (down to one byte),
 // into the complete texts of the elements of its top-level "items" array and
@@ -120,11 +124,11 @@ class ListItemSplitter {
 // complete.
 //
 // Parallel decoding (Options::decode_threads > 0): complete items are
-// copied into batches that worker threads decode while the feeding thread
-// keeps receiving; the feeding thread also decodes a batch itself whenever
-// work piles up, and drains the rest in Finish. Why: on a paged initial
-// list, decoding and building the objects (and faulting in their fresh
-// memory) is most of the client's CPU, and the API server's core is idle
+// copied into batches that worker threads decode (OrderedBatchDecoder)
+// while the feeding thread keeps receiving; the feeding thread also decodes a
+// batch itself whenever work piles up, and drains the rest in Finish. Why: on a
+// paged initial list, decoding and building the objects (and faulting in their
+// fresh memory) is most of the client's CPU, and the API server's core is idle
 // between pages. Items keep their order. Workers start only once a body
 // spans more than one batch, so small bodies never start a thread.
 //
@@ -182,25 +186,23 @@ class StreamingListDecoder {
   bool failed() const { return failed_; }
 
  private:
-  struct Batch;
-  struct Shared;
+  using Pool = OrderedBatchDecoder<ObjectPtr>;
 
   absl::Status OnItem(absl::string_view text);
-  // Hands the current batch to the decoders (or decodes it inline).
-  void Submit();
-  // Decodes the queued batches here too and waits for the workers; returns
-  // the first bad item's error (list order), OK if none.
-  absl::Status Drain();
-  // Hands the items of the decoded batches not yet handed over, up to the
-  // first batch still pending, to Options::on_item (threaded decoding).
-  absl::Status DeliverDecoded();
+  // Hands a decoded item to Options::on_item and/or keeps it.
+  absl::Status Deliver(ObjectPtr obj);
+  // Threaded decoding: delivers the items of the batches decoded so far, in
+  // list order, up to the first one still pending (wait = false) or all of
+  // them (wait = true, decoding here too). Returns the first bad item's
+  // error (list order), or on_item's.
+  absl::Status TakeDecoded(bool wait);
 
   const TransformOptions transform_;
   const Options options_;
-  std::unique_ptr<Shared> shared_;  // batches, queue, workers
-  std::unique_ptr<Batch> current_;  // being filled by the feeding thread
-  size_t next_index_ = 0;           // list index of the next item
-  size_t delivered_batches_ = 0;    // batches handed to on_item
+  const std::shared_ptr<const json_internal::DropNode> drops_;
+  std::unique_ptr<Pool> pool_;    // decode_threads > 0
+  size_t inline_index_ = 0;       // list index of the next inline item
+  std::vector<ObjectPtr> items_;  // for Finish's result
   ListItemSplitter splitter_;
   absl::Status status_;  // the feeding thread's first error
   bool failed_ = false;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "informer/object/json_decode.h"
 #include "simdjson.h"
@@ -238,6 +239,38 @@ absl::StatusOr<ObjectList> DecodeList(absl::string_view json,
   return list;
 }
 
+namespace {
+
+// The text of a watch event's "object" member, in the event's compact
+// form. The API server writes {"type":"ADDED","object":{...}}: when the
+// event is exactly that (two members, those keys in that order, a type
+// without escapes), the object runs from after "object": to the last byte
+// but one, found without scanning the object's bytes. Any other event is
+// searched member by member.
+absl::string_view EventObjectText(absl::string_view compact,
+                                  simdjson::dom::object top) {
+  constexpr absl::string_view kHead = R"({"type":")";
+  constexpr absl::string_view kObject = R"(,"object":)";
+  if (top.size() == 2 && absl::StartsWith(compact, kHead) &&
+      absl::EndsWith(compact, "}")) {
+    const size_t close = compact.find('"', kHead.size());
+    if (close != absl::string_view::npos &&
+        compact.substr(kHead.size(), close - kHead.size()).find('\\') ==
+            absl::string_view::npos) {
+      absl::string_view rest = compact.substr(close + 1);
+      if (absl::StartsWith(rest, kObject) && rest.size() > kObject.size() + 1) {
+        rest.remove_prefix(kObject.size());
+        rest.remove_suffix(1);
+        return rest;
+      }
+    }
+  }
+  return json_internal::FindMemberValue(
+      compact.data(), compact.data() + compact.size(), "object");
+}
+
+}  // namespace
+
 absl::StatusOr<WatchEvent> DecodeWatchEvent(absl::string_view line,
                                             const TransformOptions& transform) {
   return json_internal::WithParsedJson(
@@ -270,9 +303,8 @@ absl::StatusOr<WatchEvent> DecodeWatchEvent(absl::string_view line,
           case WatchEventType::kAdded:
           case WatchEventType::kModified:
           case WatchEventType::kDeleted: {
-            const absl::string_view compact = parsed.compact();
-            const absl::string_view text = json_internal::FindMemberValue(
-                compact.data(), compact.data() + compact.size(), "object");
+            const absl::string_view text =
+                EventObjectText(parsed.compact(), top);
             absl::StatusOr<ObjectPtr> obj = json_internal::BuildObject(
                 object, text, *json_internal::BuildDropTree(transform), "",
                 transform.compressor.get());

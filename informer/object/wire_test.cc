@@ -306,6 +306,27 @@ TEST(DecodeWatchEventTest, AppliesTheTransform) {
   EXPECT_EQ(e->resource_version, "5");
 }
 
+TEST(DecodeWatchEventTest, FindsTheObjectInAnyMemberLayout) {
+  // The API server's layout is read without scanning the object; every
+  // other layout (member order, extra members, escapes, whitespace) must
+  // give the very same object.
+  const std::string obj =
+      R"({"metadata":{"name":"a","resourceVersion":"5"},"data":{"k":"}\""}})";
+  for (const std::string& line : {
+           absl::StrCat(R"({"type":"ADDED","object":)", obj, "}"),
+           absl::StrCat(R"({"object":)", obj, R"(,"type":"ADDED"})"),
+           absl::StrCat(R"({"type":"ADDED","object":)", obj, R"(,"x":1})"),
+           absl::StrCat(R"({"type":"ADD\u0045D","object":)", obj, "}"),
+           absl::StrCat(R"({"typ\u0065":"ADDED","object":)", obj, "}"),
+           absl::StrCat(R"( { "type" : "ADDED" , "object" : )", obj, " }\n"),
+       }) {
+    absl::StatusOr<WatchEvent> e = DecodeWatchEvent(line);
+    ASSERT_TRUE(e.ok()) << line << ": " << e.status();
+    EXPECT_EQ(e->object->json(), obj) << line;
+    EXPECT_EQ(e->resource_version, "5") << line;
+  }
+}
+
 TEST(DecodeWatchEventTest, RejectsMalformedLines) {
   for (absl::string_view bad : {
            "",
