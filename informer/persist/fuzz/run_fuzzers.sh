@@ -10,7 +10,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "${HERE}/../../../tools/fuzz_lib.sh"
 fuzz_init persist-fuzz "${1:-20}"
-LIBS=(-lsimdjson -lz "${ABSL_LIBS[@]}")
+LIBS=(-lsimdjson -lz -lzstd "${ABSL_LIBS[@]}")
 
 P="${ROOT}/informer/persist"
 O="${ROOT}/informer/object"
@@ -18,9 +18,9 @@ O="${ROOT}/informer/object"
 # //informer/persist:snapshot_reader, :snapshot_writer, :snapshot_test_util).
 SRCS=("${P}/snapshot_error.cc" "${P}/snapshot_format.cc"
       "${P}/snapshot_identity.cc" "${P}/snapshot_reader.cc"
-      "${P}/object_block_decoder.cc"
+      "${P}/object_block_decoder.cc" "${P}/object_record_codec.cc"
       "${P}/snapshot_writer.cc" "${P}/snapshot_test_util.cc"
-      "${O}/object.cc" "${O}/json_decode.cc"
+      "${O}/object.cc" "${O}/json_decode.cc" "${O}/zstd_json_compressor.cc"
       "${ROOT}/informer/util/clock.cc")
 
 fuzz_build snapshot_reader_fuzzer "${P}/fuzz/snapshot_reader_fuzzer.cc" \
