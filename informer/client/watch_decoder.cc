@@ -118,10 +118,13 @@ void WatchDecoder::TakeInitialLine(absl::string_view line) {
 }
 
 bool WatchDecoder::NextInitial(WatchEvent* event, absl::Status* result) {
-  // Batches submitted ahead of the one being handed out: the workers'
-  // queue, kept full while the stream has more.
+  // Batches submitted and not yet handed out: the workers' queue, kept
+  // this deep while the stream has more. Deep enough that a worker finds
+  // the next batch queued while this thread hands out events or decodes a
+  // batch itself (it does when the queue is full and the oldest batch is
+  // not decoded yet), so that neither waits for the other.
   const size_t lookahead =
-      static_cast<size_t>(std::max(1, options_.initial_event_threads)) + 1;
+      2 * static_cast<size_t>(std::max(1, options_.initial_event_threads)) + 2;
   while (true) {
     if (stopped_.load()) {
       *result = absl::CancelledError("watch stopped");
