@@ -475,6 +475,7 @@ absl::Status Sidecar::LoadSnapshots() {
   const std::string identity =
       cluster.ok() ? *cluster
                    : FallbackClusterIdentity(kube_->transport()->config());
+  watch_resume_ = std::make_unique<WatchResumeStore>();
   for (const auto& entry : registry_->entries()) {
     const auto* rc = ResourceClientOf(entry->source.get());
     if (rc == nullptr || entry->lazy) continue;
@@ -499,6 +500,8 @@ absl::Status Sidecar::LoadSnapshots() {
     t.on_loaded = [e = entry.get()](absl::Time written) {
       e->stale.MarkLoadedFromSnapshot(written);
     };
+    // Apps' resume tokens survive the restart.
+    watch_resume_->Wire(c.resource, &t);
     snapshots_->Add(std::move(t));
   }
   if (cluster.ok()) snapshots_->Load();
@@ -520,6 +523,7 @@ absl::Status Sidecar::StartServer() {
   SidecarServer::Options server_options;
   server_options.informer = options_.informer;
   server_options.informer.authorizer = authorizer_.get();
+  server_options.informer.watch.resume_store = watch_resume_.get();
   server_options.credentials = credentials_;
   auto hook = ServingHook(options_, metrics_.get(),
                           &server_options.informer.count_watch_call);

@@ -14,6 +14,7 @@
 #include "absl/types/optional.h"
 #include "informer/client/kubeconfig.h"
 #include "server/app/sidecar_options.h"
+#include "server/informer_service/watch/watch_resume_store.h"
 #include "server/kubeapi/kube_api_flags.h"
 
 namespace emulator {
@@ -135,6 +136,9 @@ class Sidecar {
   // Null: insecure.
   std::shared_ptr<grpc::ServerCredentials> credentials_;
   std::unique_ptr<InformerRegistry> registry_;
+  // Each resource's Watch history to and from its snapshot (with
+  // snapshots_): the hub and the keeper both use it.
+  std::unique_ptr<WatchResumeStore> watch_resume_;
   // --cache_dir's snapshots (null when off). After registry_: it refers
   // to the informers. Shared with the metrics' scrape callbacks.
   std::shared_ptr<SnapshotKeeper> snapshots_;

@@ -71,6 +71,7 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
   const absl::Time start = absl::Now();
   informer::SnapshotReadOptions read_options;
   read_options.decode_threads = options_.decode_threads;
+  read_options.keep_sections = t.keep_sections;
   absl::StatusOr<informer::LoadedSnapshot> loaded = informer::ReadSnapshot(
       options_.dir, t.identity, t.transform, read_options);
   const absl::Time read = absl::Now();
@@ -102,6 +103,9 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
   const std::string rv = loaded->resource_version;
   const uint64_t bytes = loaded->file_bytes;
   const absl::Time written = loaded->written;
+  // For on_read, which sees the objects only once the informer has them.
+  std::vector<informer::ObjectPtr> objects;
+  if (t.on_read) objects = loaded->objects;
   if (absl::Status st =
           t.informer->SetInitialState(std::move(loaded->objects), rv);
       !st.ok()) {
@@ -116,6 +120,10 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
             << Millis(read - start) << "; written " << loaded->written << "); "
             << compressed << " stored compressed, " << stored
             << " bytes held for " << json << " bytes of JSON";
+  if (t.on_read) {
+    loaded->objects = std::move(objects);
+    t.on_read(*loaded);
+  }
   if (t.on_loaded) t.on_loaded(written);
   absl::MutexLock lock(&mu_);
   slot->written_rv = rv;
@@ -186,12 +194,24 @@ absl::Status SnapshotKeeper::WriteOne(Slot* slot) {
   // snapshot does not already have, or nothing worth keeping.
   if (!informer->HasSynced()) return absl::AbortedError("not synced");
   const absl::Time start = absl::Now();
-  informer::SharedIndexInformer::StateCopy state = informer->CopyState();
+  informer::SnapshotWriteOptions wo;
+  std::optional<Captured> captured;
+  if (slot->target.capture) captured = slot->target.capture();
+  informer::SharedIndexInformer::StateCopy state;
+  std::string tag;
+  if (captured.has_value()) {
+    state.objects = std::move(captured->objects);
+    state.resource_version = std::move(captured->resource_version);
+    wo.extra_sections = std::move(captured->sections);
+    tag = std::move(captured->change_tag);
+  } else {
+    state = informer->CopyState();
+  }
   if (state.resource_version.empty() ||
-      state.resource_version == slot->written_rv) {
+      (state.resource_version == slot->written_rv &&
+       tag == slot->written_tag)) {
     return absl::AbortedError("unchanged");
   }
-  informer::SnapshotWriteOptions wo;
   wo.clock = options_.clock;
   wo.before_write = options_.before_write;
   absl::StatusOr<informer::SnapshotWriteStats> written =
@@ -206,6 +226,7 @@ absl::Status SnapshotKeeper::WriteOne(Slot* slot) {
   }
   ++stats_.writes;
   slot->written_rv = state.resource_version;
+  slot->written_tag = tag;
   slot->bytes = written->file_bytes;
   LOG(INFO) << informer->name() << ": snapshot of " << written->objects
             << " objects at resourceVersion " << state.resource_version

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,8 @@
 #include "informer/object/object.h"
 #include "informer/persist/directory_lock.h"
 #include "informer/persist/snapshot_identity.h"
+#include "informer/persist/snapshot_reader.h"
+#include "informer/persist/snapshot_section.h"
 #include "informer/util/clock.h"
 
 namespace server {
@@ -62,6 +65,18 @@ class SnapshotKeeper {
     int decode_threads = 0;
   };
 
+  // What a write stores when a Target's `capture` supplies it: objects
+  // and the resourceVersion they reflect at least (as CopyState's), with
+  // sections consistent with them.
+  struct Captured {
+    std::vector<informer::ObjectPtr> objects;
+    std::string resource_version;
+    std::vector<informer::SnapshotSection> sections;
+    // Changes when the sections do while the resourceVersion does not
+    // (a write is skipped only when both are as last written).
+    std::string change_tag;
+  };
+
   // One informer and what its snapshot must match.
   struct Target {
     informer::SharedIndexInformer* informer = nullptr;
@@ -75,6 +90,15 @@ class SnapshotKeeper {
     // Called once the informer was given its snapshot, with the time the
     // snapshot was written (the stale state's seam, see StaleState).
     std::function<void(absl::Time written)> on_loaded;
+    // Optional sections besides the objects (the Watch history's, see
+    // WatchResumeStore): the names to read back; `on_read` gets the
+    // snapshot with them once the informer was given its objects (never
+    // for a snapshot not used). `capture`, when set and it returns a value,
+    // supplies what a write stores instead of the informer's CopyState
+    // (called on the writing thread, no keeper lock held).
+    std::vector<std::string> keep_sections;
+    std::function<void(const informer::LoadedSnapshot&)> on_read;
+    std::function<std::optional<Captured>()> capture;
   };
 
   struct Stats {
@@ -115,8 +139,10 @@ class SnapshotKeeper {
  private:
   struct Slot {
     Target target;
-    // The resourceVersion of its last snapshot written or loaded.
+    // The resourceVersion of its last snapshot written or loaded, and the
+    // Captured::change_tag written with it.
     std::string written_rv;
+    std::string written_tag;
     uint64_t bytes = 0;
   };
 

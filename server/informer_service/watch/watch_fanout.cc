@@ -39,6 +39,12 @@ WatchFanout::WatchFanout(WatchStreamHost* host,
       history_(host->options().history_size, host->options().history_bytes) {}
 
 WatchFanout::~WatchFanout() {
+  if (in_store_) {
+    // At shutdown the hub goes before the last snapshot is written: that
+    // snapshot stores this.
+    host_->options().resume_store->Detach(entry_->config.resource, this,
+                                          CaptureForSnapshot());
+  }
   if (waiter_.joinable()) waiter_.join();
   absl::MutexLock lock(&register_mu_);
   if (registration_ != nullptr) {
@@ -57,6 +63,105 @@ absl::Status WatchFanout::EnsureRegistered() {
   if (!reg.ok()) return reg.status();
   registration_ = *reg;
   return absl::OkStatus();
+}
+
+void WatchFanout::AdoptPersisted() {
+  WatchResumeStore* store = host_->options().resume_store;
+  if (store == nullptr) return;
+  std::optional<WatchResumeStore::Seed> seed =
+      store->TakeSeed(entry_->config.resource);
+  if (seed.has_value()) {
+    {
+      absl::MutexLock lock(&mu_);
+      SeedLocked(*std::move(seed));
+    }
+    // Now, before the informer starts: the events it applies while it
+    // catches up continue the history. Its initial adds are the seeded
+    // state, so they are not news.
+    if (absl::Status st = EnsureRegistered(); !st.ok()) {
+      LOG(WARNING) << entry_->config.resource
+                   << ": Watch history not continued: " << st;
+      absl::MutexLock lock(&mu_);
+      aliases_.clear();
+    }
+  }
+  store->Attach(entry_->config.resource, this);
+  in_store_ = true;
+}
+
+void WatchFanout::SeedLocked(WatchResumeStore::Seed seed) {
+  // One SharedObject per object, shared by the state and the events.
+  absl::flat_hash_map<const informer::Object*, SharedPtr> shared;
+  auto share = [&shared](const informer::ObjectPtr& o) -> SharedPtr {
+    if (o == nullptr) return nullptr;
+    auto [it, fresh] = shared.try_emplace(o.get());
+    if (fresh) it->second = std::make_shared<const SharedObject>(o);
+    return it->second;
+  };
+  state_.clear();
+  state_.reserve(seed.objects.size());
+  for (const informer::ObjectPtr& o : seed.objects) {
+    state_[o->Key()] = share(o);
+  }
+  informer::PersistedWatchHistory& h = seed.history;
+  for (const informer::PersistedWatchEvent& ev : h.events) {
+    // Replayed with this run's tokens: a resumed client goes on with them.
+    history_.Push(std::make_shared<const FanoutEvent>(
+        ev.seq, share(ev.obj), share(ev.prev), ev.deleted, ev.tombstone,
+        tokens_.Encode(ev.seq)));
+  }
+  seq_ = h.last_seq;
+  sequencing_ = true;
+  aliases_ = std::move(h.aliases);
+}
+
+bool WatchFanout::AcceptsToken(const ResumeToken& token) {
+  if (token.run_id == host_->run_id() && token.epoch == epoch_) return true;
+  absl::MutexLock lock(&mu_);
+  for (const informer::WatchTokenAlias& a : aliases_) {
+    // Past its last persisted position an earlier run's token names an
+    // event this run never saw (issued after that snapshot).
+    if (a.run_id == token.run_id && a.epoch == token.epoch) {
+      return token.seq <= a.last_seq;
+    }
+  }
+  return false;
+}
+
+std::optional<WatchResumeStore::Capture> WatchFanout::CaptureForSnapshot() {
+  // Earlier runs' tokens kept at most (the oldest go first).
+  constexpr size_t kMaxAliases = 8;
+  absl::MutexLock lock(&mu_);
+  if (!sequencing_) return std::nullopt;
+  WatchResumeStore::Capture c;
+  // Read under mu_ (the FIFO's lock for it is a leaf): every event it
+  // counts was handed to this handler before, so the state below reflects
+  // at least it (and maybe a few events more, as CopyState's).
+  c.resource_version = entry_->informer->LastAppliedResourceVersion();
+  if (c.resource_version.empty()) return std::nullopt;
+  c.objects.reserve(state_.size());
+  for (const auto& [key, obj] : state_) c.objects.push_back(obj->ptr());
+  std::vector<informer::PersistedWatchEvent>& events = c.history.events;
+  events.reserve(history_.events());
+  history_.ForEachAfter(0, [&events](const EventPtr& ev) {
+    informer::PersistedWatchEvent p;
+    p.seq = ev->seq();
+    p.deleted = ev->deleted();
+    p.tombstone = ev->tombstone();
+    p.obj = ev->obj()->ptr();
+    if (ev->prev() != nullptr) p.prev = ev->prev()->ptr();
+    events.push_back(std::move(p));
+  });
+  c.history.last_seq = seq_;
+  // A token resumes only while its position is in the history.
+  const uint64_t oldest = events.empty() ? seq_ : events.front().seq - 1;
+  c.history.aliases.push_back({host_->run_id(), epoch_, seq_});
+  for (const informer::WatchTokenAlias& a : aliases_) {
+    if (c.history.aliases.size() == kMaxAliases) break;
+    if (a.last_seq >= oldest) c.history.aliases.push_back(a);
+  }
+  c.change_tag = absl::StrCat(host_->run_id(), "/", epoch_, "/", seq_);
+  return c;
 }
 
 void WatchFanout::OnAdd(const informer::ObjectPtr& obj, bool) {

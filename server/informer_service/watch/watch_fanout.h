@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,9 +17,11 @@
 #include "absl/time/time.h"
 #include "informer/cache/event_handler.h"
 #include "informer/cache/shared_informer.h"
+#include "informer/persist/watch_history_section.h"
 #include "server/informer_service/watch/resume_token.h"
 #include "server/informer_service/watch/watch_event.h"
 #include "server/informer_service/watch/watch_history.h"
+#include "server/informer_service/watch/watch_resume_store.h"
 #include "server/informer_service/watch/watch_stream_host.h"
 #include "server/informer_service/watch/watch_stream_reactor.h"
 #include "server/registry/informer_registry.h"
@@ -60,11 +63,21 @@ struct WatchMemoryStats {
 // with INITIAL_STATE_DONE.stale, then the catching up as ordinary events,
 // then FRESH once it synced.
 //
+// Across restarts (with a WatchResumeStore): AdoptPersisted, before the
+// informer starts, takes the history a snapshot kept and continues it: the
+// positions go on from the snapshot's last one, the informer's catching up
+// extends the history, and tokens of the earlier runs resume at positions
+// up to the last one the snapshot holds (AcceptsToken); an earlier run's
+// later positions (issued after its last snapshot, before a crash) get
+// RESET. Snapshots store the fan-out's own state with its history
+// (CaptureForSnapshot), so the two always agree.
+//
 // Thread-safety: all public methods from any thread. Lock order: the
 // informer's lock -> mu_ -> each stream's lock -> the host's locks. The host
 // and the entry must outlive the fan-out (it holds the entry's memory).
 class WatchFanout final : public informer::ResourceEventHandler,
-                          public WatchStreamOwner {
+                          public WatchStreamOwner,
+                          public WatchResumeStore::Source {
  public:
   WatchFanout(WatchStreamHost* host, std::shared_ptr<InformerEntry> entry,
               uint64_t epoch);
@@ -74,6 +87,18 @@ class WatchFanout final : public informer::ResourceEventHandler,
   // its existing objects inline). Open calls it: until a stream opens, the
   // fan-out costs the informer nothing per object.
   absl::Status EnsureRegistered() ABSL_LOCKS_EXCLUDED(register_mu_, mu_);
+
+  // Takes the resource's persisted history from the resume store, if any
+  // (then registers the handler at once: call it before the informer
+  // starts), and serves the store from now on. No-op without a store.
+  void AdoptPersisted() ABSL_LOCKS_EXCLUDED(register_mu_, mu_);
+  // Whether `token` names a position of this fan-out's sequence: this
+  // run's and epoch's, or an earlier run's up to its persisted last
+  // position.
+  bool AcceptsToken(const ResumeToken& token) ABSL_LOCKS_EXCLUDED(mu_);
+  // WatchResumeStore::Source: the state and history, consistent.
+  std::optional<WatchResumeStore::Capture> CaptureForSnapshot() override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   InformerEntry* entry() const { return entry_; }
   uint64_t epoch() const { return epoch_; }
@@ -127,6 +152,9 @@ class WatchFanout final : public informer::ResourceEventHandler,
   void AttachWaitersStale();
   // Ends the waiting streams that saw the informer fail for good.
   void EndRefusedWaiters(const absl::Status& refused);
+  // The persisted history's state and events become this fan-out's.
+  void SeedLocked(WatchResumeStore::Seed seed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   WatchStreamHost* const host_;
   // Keeps the entry's memory (not its informer running) while the fan-out
@@ -165,6 +193,11 @@ class WatchFanout final : public informer::ResourceEventHandler,
   // Some stream was told the informer's data was stale; FRESH went out.
   bool told_stale_ ABSL_GUARDED_BY(mu_) = false;
   bool fresh_sent_ ABSL_GUARDED_BY(mu_) = false;
+  // Earlier runs whose tokens name positions of this sequence (from the
+  // persisted history).
+  std::vector<informer::WatchTokenAlias> aliases_ ABSL_GUARDED_BY(mu_);
+  // Attached to the store (AdoptPersisted): detach when destroyed.
+  bool in_store_ = false;
 };
 
 }  // namespace server

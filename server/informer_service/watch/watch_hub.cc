@@ -75,7 +75,11 @@ WatchHub::WatchHub(InformerRegistry* registry, WatchOptions options,
     if (!fanout.ok()) {
       LOG(ERROR) << "cannot serve Watch on " << entry->config.resource << ": "
                  << fanout.status();
+      continue;
     }
+    // Before the informers start (the hub is built before them): a
+    // persisted history is continued by the events they apply.
+    (*fanout)->AdoptPersisted();
   }
   InformerRegistry::Observer observer;
   observer.on_retired = [this](InformerEntry* entry) { Retire(entry); };
@@ -216,7 +220,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(
     if (!token.ok()) {
       VLOG(1) << "watch: malformed resume_token: RESET";
       start.reset = true;
-    } else if (token->run_id != run_id_ || token->epoch != (*fanout)->epoch()) {
+    } else if (!(*fanout)->AcceptsToken(*token)) {
       VLOG(1) << "watch: resume_token of another run or resource: RESET";
       start.reset = true;
     } else {

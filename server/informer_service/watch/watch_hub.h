@@ -66,7 +66,9 @@ namespace server {
 // rebuilt by rolling every key touched after S back, through the request's
 // filter, keys after the token's) and INITIAL_STATE_DONE. A token of
 // another run or resource, a malformed one, or one older than the history
-// gets RESET and a fresh initial state.
+// gets RESET and a fresh initial state. With WatchOptions::resume_store,
+// the history survives a restart: an earlier run's tokens up to the last
+// position its snapshot kept resume (see WatchFanout::AdoptPersisted).
 //
 // Tokens inside a coalesced run (a slow stream's queue collapsed per key)
 // name the position before the run, except the run's last event, which

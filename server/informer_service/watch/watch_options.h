@@ -7,6 +7,8 @@
 
 namespace server {
 
+class WatchResumeStore;
+
 // The default byte bound of each resource's Watch history: about 3,900
 // updates of a 1.5 KB object, 970 of an 8 KB Pod (an update costs about
 // twice the object's JSON plus 1.3 KB).
@@ -46,6 +48,10 @@ struct WatchOptions {
   // An event that alone exceeds it travels alone (up to the server's
   // largest message). At least 1.
   size_t max_message_bytes = size_t{1} << 20;
+  // Where each resource's history goes to and comes from a snapshot on
+  // disk, so tokens survive a restart (null: they do not). Not owned; must
+  // outlive the hub.
+  WatchResumeStore* resume_store = nullptr;
 };
 
 // The shortest per-stream resync_period a request may ask for.

@@ -1,0 +1,402 @@
+// Apps' Watch resume tokens across restarts of the real informer_sidecar
+// binary (with --cache_dir) in front of the kube_emulator binary over HTTP:
+// a C++ SDK RemoteInformer, connected through a fixed Unix socket, keeps
+// its mirror across orderly restarts under churn with no RESET, no missed
+// event and no repeated one; a token older than the persisted history, or
+// one a crashed run issued after its last snapshot, gets RESET and the
+// mirror converges all the same.
+
+#include <httplib.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client_sdk/cpp/remote_informer.h"
+#include "gtest/gtest.h"
+#include "informer/cache/event_handler.h"
+#include "integration_tests/chain_util.h"
+#include "integration_tests/emulator_process.h"
+#include "integration_tests/sidecar_process.h"
+#include "proto/informer/v1/informer.grpc.pb.h"
+
+namespace integration {
+namespace {
+
+namespace v1 = ::informer::v1;
+
+constexpr int kObjects = 300;
+constexpr absl::Duration kConverge = absl::Seconds(90);
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+uint64_t RvOf(const informer::ObjectPtr& obj) {
+  uint64_t rv = 0;
+  return absl::SimpleAtoi(obj->resource_version(), &rv) ? rv : 0;
+}
+
+// Checks the story a RemoteInformer's handlers tell: an add only of a key
+// not held, an update or delete only of one held, and every update newer
+// than what was held (a repeated event would go backwards or stand still).
+class StoryChecker : public informer::ResourceEventHandler {
+ public:
+  void OnAdd(const informer::ObjectPtr& obj, bool) override {
+    absl::MutexLock lock(&mu_);
+    if (!held_.emplace(obj->Key(), RvOf(obj)).second) {
+      errors_.push_back(absl::StrCat("add of held ", obj->Key()));
+    }
+    ++events_;
+  }
+  void OnUpdate(const informer::ObjectPtr&,
+                const informer::ObjectPtr& obj) override {
+    absl::MutexLock lock(&mu_);
+    auto it = held_.find(obj->Key());
+    if (it == held_.end()) {
+      errors_.push_back(absl::StrCat("update of absent ", obj->Key()));
+    } else if (RvOf(obj) <= it->second) {
+      errors_.push_back(absl::StrCat("update of ", obj->Key(), " to ",
+                                     RvOf(obj), " over ", it->second));
+    }
+    held_[obj->Key()] = RvOf(obj);
+    ++events_;
+  }
+  void OnDelete(const informer::ObjectPtr& obj, bool) override {
+    absl::MutexLock lock(&mu_);
+    if (held_.erase(obj->Key()) == 0) {
+      errors_.push_back(absl::StrCat("delete of absent ", obj->Key()));
+    }
+    ++events_;
+  }
+  int64_t events() const {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+  std::vector<std::string> errors() const {
+    absl::MutexLock lock(&mu_);
+    return errors_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, uint64_t> held_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
+  int64_t events_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Changes ConfigMaps until stopped: patches of the seeded ones, and a
+// created one deleted a few operations later.
+class Churn {
+ public:
+  explicit Churn(int port) : port_(port) {}
+  ~Churn() { Stop(); }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int64_t done() const { return done_.load(); }
+
+ private:
+  void Run() {
+    httplib::Client cli("127.0.0.1", port_);
+    cli.set_read_timeout(30, 0);
+    for (int64_t n = 0; !stop_; ++n) {
+      const int i = static_cast<int>((n * 37) % kObjects);
+      cli.Patch(
+          absl::StrFormat("/api/v1/namespaces/benchcms/configmaps/cm-%06d", i)
+              .c_str(),
+          absl::StrCat(R"({"data":{"churn":")", n, R"("}})"),
+          "application/merge-patch+json");
+      if (n % 5 == 0) {
+        cli.Post("/api/v1/namespaces/benchcms/configmaps",
+                 absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap",)",
+                              R"("metadata":{"name":"churn-)", n, R"("}})"),
+                 "application/json");
+      }
+      if (n % 5 == 0 && n >= 15) {
+        cli.Delete(absl::StrCat("/api/v1/namespaces/benchcms/configmaps/churn-",
+                                n - 15)
+                       .c_str());
+      }
+      done_.fetch_add(1);
+      // Paces the load (about 200 changes a second, not a wait for a
+      // condition): a faster churn outruns the 10000 events the history
+      // keeps within a run, and a mirror's token inside a coalesced batch
+      // (the position before it) may then fall out of it: a RESET, which
+      // is right, but not what this churn means to test.
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+
+  const int port_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> done_{0};
+  std::thread thread_;
+};
+
+// Polls `cond` until it holds or `timeout` passes.
+template <typename Cond>
+bool PollUntil(Cond cond, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!cond()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+class WatchResumeRestartE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> sidecar =
+        FindRunfile("server/informer_sidecar");
+    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+    sidecar_bin_ = *sidecar;
+    absl::StatusOr<std::string> emulator =
+        FindRunfile("emulator/kube_emulator");
+    ASSERT_TRUE(emulator.ok()) << emulator.status();
+    absl::StatusOr<std::unique_ptr<EmulatorProcess>> emu =
+        EmulatorProcess::Start(*emulator,
+                               {absl::StrCat("--seed_configmaps=", kObjects)},
+                               /*quiet=*/true);
+    ASSERT_TRUE(emu.ok()) << emu.status();
+    emulator_ = *std::move(emu);
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    work_ = absl::StrCat(
+        tmp == nullptr ? "/tmp" : tmp, "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(work_);
+    // A Unix socket path must stay short: its own directory under /tmp.
+    char sock_dir[] = "/tmp/wrsXXXXXX";
+    ASSERT_NE(mkdtemp(sock_dir), nullptr);
+    sock_dir_ = sock_dir;
+    socket_ = absl::StrCat("unix:", sock_dir_, "/grpc.sock");
+    absl::StatusOr<std::string> kubeconfig =
+        WriteKubeconfig(work_, emulator_->url());
+    ASSERT_TRUE(kubeconfig.ok()) << kubeconfig.status();
+    kubeconfig_ = *kubeconfig;
+    httplib::Client cli("127.0.0.1", emulator_->port());
+    httplib::Result r =
+        cli.Post("/api/v1/namespaces",
+                 absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)",
+                              R"("metadata":{"name":"kube-system"}})"),
+                 "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(r->status == 201 || r->status == 409) << r->body;
+  }
+
+  void TearDown() override { std::filesystem::remove_all(sock_dir_); }
+
+  // Starts a sidecar on the fixed socket (waits for SERVING).
+  void Start(const std::string& log, PortedSidecar* out,
+             std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = {
+        "--kubeconfig=" + kubeconfig_,     "--resources=configmaps",
+        "--cache_dir=" + work_ + "/cache", "--cache_snapshot_interval=0",
+        "--http_listen=127.0.0.1:0",       "--grpc_listen=" + socket_};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    absl::StatusOr<PortedSidecar> s =
+        StartPortedSidecar(sidecar_bin_, std::move(flags), work_ + "/" + log,
+                           /*quiet=*/false, absl::Seconds(90));
+    ASSERT_TRUE(s.ok()) << s.status() << "\n" << Log(log);
+    *out = *std::move(s);
+  }
+
+  std::string Log(const std::string& log) {
+    return ReadWholeFile(work_ + "/" + log);
+  }
+
+  std::unique_ptr<client_sdk::RemoteInformer> NewInformer(
+      StoryChecker* checker) {
+    client_sdk::RemoteInformer::Options o;
+    o.resource = "configmaps";
+    o.initial_backoff = absl::Milliseconds(50);
+    o.max_backoff = absl::Seconds(1);
+    auto informer = std::make_unique<client_sdk::RemoteInformer>(
+        grpc::CreateChannel(socket_, grpc::InsecureChannelCredentials()), o);
+    informer->AddEventHandler(checker);
+    return informer;
+  }
+
+  // The emulator's state, the sidecar's cache converged to it, and the
+  // mirror equal to both (keys and resourceVersions).
+  void ExpectMirrorConverged(const PortedSidecar& s,
+                             const client_sdk::RemoteInformer& mirror) {
+    absl::StatusOr<ObjectVersions> want =
+        GetEmulatorState(emulator_->port(), "configmaps");
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::Status st = WaitForConvergence(s.process->NewChannel(), "configmaps",
+                                         *want, kConverge);
+    ASSERT_TRUE(st.ok()) << st;
+    ObjectVersions got;
+    const bool equal = PollUntil(
+        [&] {
+          got.clear();
+          for (const informer::ObjectPtr& o : mirror.List()) {
+            got[o->Key()] = std::string(o->resource_version());
+          }
+          return got == *want;
+        },
+        kConverge);
+    EXPECT_TRUE(equal) << "mirror holds " << got.size() << " objects, the "
+                       << "cache " << want->size();
+  }
+
+  // Runs the churn until the checker has seen `n` more events.
+  void ChurnEvents(StoryChecker* checker, int64_t n) {
+    const int64_t until = checker->events() + n;
+    EXPECT_TRUE(
+        PollUntil([&] { return checker->events() >= until; }, kConverge));
+  }
+
+  // A raw Watch resuming from `token`: the first event's type.
+  v1::EventType FirstEventType(const PortedSidecar& s,
+                               const std::string& token) {
+    auto stub = v1::Informer::NewStub(s.process->NewChannel());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    v1::WatchRequest req;
+    req.set_resource("configmaps");
+    req.set_resume_token(token);
+    auto reader = stub->Watch(&ctx, req);
+    v1::WatchResponse resp;
+    v1::EventType type = v1::EVENT_TYPE_UNSPECIFIED;
+    while (reader->Read(&resp)) {
+      if (resp.events_size() > 0) {
+        type = resp.events(0).type();
+        break;
+      }
+    }
+    ctx.TryCancel();
+    reader->Finish().IgnoreError();
+    return type;
+  }
+
+  std::string sidecar_bin_;
+  std::unique_ptr<EmulatorProcess> emulator_;
+  std::string work_;
+  std::string sock_dir_;
+  std::string socket_;
+  std::string kubeconfig_;
+};
+
+TEST_F(WatchResumeRestartE2eTest, OrderlyRestartsUnderChurnNeverReset) {
+  PortedSidecar a;
+  ASSERT_NO_FATAL_FAILURE(Start("a.log", &a));
+  StoryChecker checker;
+  auto mirror = NewInformer(&checker);
+  ASSERT_TRUE(mirror->Start().ok());
+  ASSERT_TRUE(mirror->WaitForSync(kConverge));
+  Churn churn(emulator_->port());
+  churn.Start();
+  ChurnEvents(&checker, 30);
+  PortedSidecar* current = &a;
+  PortedSidecar b, c;
+  int round = 0;
+  for (PortedSidecar* next : {&b, &c}) {
+    ++round;
+    // SIGTERM: the snapshot, with the history, is written at shutdown.
+    EXPECT_EQ(current->process->Terminate(), 0);
+    current->process.reset();
+    // Changes while no sidecar runs reach the mirror as ordinary events
+    // after the restart (the informer catches up from the snapshot).
+    const int64_t before = churn.done();
+    ASSERT_TRUE(
+        PollUntil([&] { return churn.done() >= before + 20; }, kConverge));
+    const std::string log = absl::StrCat("run", round, ".log");
+    ASSERT_NO_FATAL_FAILURE(Start(log, next));
+    ChurnEvents(&checker, 30);
+    EXPECT_TRUE(absl::StrContains(Log(log), "Watch history loaded"))
+        << Log(log);
+    current = next;
+  }
+  churn.Stop();
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(*current, *mirror));
+  EXPECT_EQ(mirror->resets(), 0) << "after " << churn.done() << " changes";
+  EXPECT_EQ(mirror->sync_generation(), 1) << "no reconciliation";
+  EXPECT_GE(mirror->connects(), 3);
+  EXPECT_TRUE(checker.errors().empty())
+      << checker.errors().size()
+      << " errors, first: " << checker.errors().front();
+  mirror->Stop();
+}
+
+TEST_F(WatchResumeRestartE2eTest, TokensOutsideThePersistedHistoryGetReset) {
+  PortedSidecar a;
+  ASSERT_NO_FATAL_FAILURE(Start("a.log", &a, {"--watch_history=50"}));
+  StoryChecker checker;
+  auto mirror = NewInformer(&checker);
+  ASSERT_TRUE(mirror->Start().ok());
+  ASSERT_TRUE(mirror->WaitForSync(kConverge));
+  const std::string synced_token = mirror->resume_token();
+  Churn churn(emulator_->port());
+  churn.Start();
+  // Past the 50 events the history keeps.
+  ChurnEvents(&checker, 120);
+  churn.Stop();
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(a, *mirror));
+  const std::string last_token = mirror->resume_token();
+  mirror->Stop();
+  EXPECT_EQ(a.process->Terminate(), 0);
+  a.process.reset();
+
+  PortedSidecar b;
+  ASSERT_NO_FATAL_FAILURE(Start("b.log", &b, {"--watch_history=50"}));
+  // Older than the persisted history: RESET.
+  EXPECT_EQ(FirstEventType(b, synced_token), v1::EVENT_TYPE_RESET);
+  // The last position before the restart: resumed; the next event is the
+  // next change.
+  httplib::Client cli("127.0.0.1", emulator_->port());
+  ASSERT_TRUE(cli.Patch("/api/v1/namespaces/benchcms/configmaps/cm-000001",
+                        R"({"data":{"after":"restart"}})",
+                        "application/merge-patch+json"));
+  EXPECT_EQ(FirstEventType(b, last_token), v1::EVENT_TYPE_MODIFIED);
+
+  // A run that crashed: b issued positions past a's snapshot and was
+  // killed before writing its own; c starts from a's snapshot, and a
+  // mirror that followed b gets RESET, then converges.
+  StoryChecker checker2;
+  auto mirror2 = NewInformer(&checker2);
+  ASSERT_TRUE(mirror2->Start().ok());
+  ASSERT_TRUE(mirror2->WaitForSync(kConverge));
+  Churn churn2(emulator_->port());
+  churn2.Start();
+  ChurnEvents(&checker2, 30);
+  churn2.Stop();
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(b, *mirror2));
+  b.process->Kill();
+  b.process.reset();
+  PortedSidecar c;
+  ASSERT_NO_FATAL_FAILURE(Start("c.log", &c, {"--watch_history=50"}));
+  EXPECT_TRUE(PollUntil([&] { return mirror2->resets() >= 1; }, kConverge));
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(c, *mirror2));
+  EXPECT_EQ(mirror2->resets(), 1);
+  EXPECT_TRUE(checker2.errors().empty()) << checker2.errors().front();
+  mirror2->Stop();
+}
+
+}  // namespace
+}  // namespace integration
