@@ -644,6 +644,50 @@ TEST_F(ResourceClientTest, WatchErrorEventBecomesExpiredStatus) {
   EXPECT_THAT(seen_.target, HasSubstr("sendInitialEvents=true"));
 }
 
+TEST_F(ResourceClientTest, WatchListInitialEventsComeInOrderOverHttp) {
+  // Enough initial events for many batches on the list decoder's workers,
+  // then the end bookmark and live events, over real HTTP in odd chunks.
+  std::string body;
+  for (int i = 0; i < 3000; ++i) {
+    absl::StrAppend(&body, R"({"type":"ADDED","object":{"apiVersion":"v1",)",
+                    R"("kind":"ConfigMap","metadata":{"name":"cm-)", i,
+                    R"(","namespace":"demo","resourceVersion":")", 10 + i,
+                    R"("},"data":{"k":"a value of some length"}}})", "\n");
+  }
+  absl::StrAppend(
+      &body, R"({"type":"BOOKMARK","object":{"kind":"ConfigMap",)",
+      R"("apiVersion":"v1","metadata":{"resourceVersion":"4000",)",
+      R"("annotations":{"k8s.io/initial-events-end":"true"}}}})", "\n",
+      R"({"type":"DELETED","object":{"apiVersion":"v1","kind":"ConfigMap",)",
+      R"("metadata":{"name":"cm-7","namespace":"demo",)",
+      R"("resourceVersion":"4001"}}})", "\n");
+  ServeStream("/api/v1/configmaps", body, 4093);
+  StartAndConnect();
+  ResourceClientOptions options;
+  options.list_decode_threads = 2;
+  ResourceClient client(transport_.get(), ConfigMaps(), "", options);
+  WatchOptions o;
+  o.send_initial_events = true;
+  auto watch = client.Watch(o);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  std::vector<std::string> got;
+  WatchEvent ev;
+  absl::Status s;
+  while ((s = (*watch)->Next(&ev)).ok()) {
+    got.push_back(absl::StrCat(
+        WatchEventTypeName(ev.type), " ", ev.object ? ev.object->name() : "",
+        " rv=", ev.resource_version, ev.initial_events_end ? " end" : ""));
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+  ASSERT_EQ(got.size(), 3002u);
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_EQ(got[i], absl::StrCat("ADDED cm-", i, " rv=", 10 + i));
+  }
+  EXPECT_EQ(got[3000], "BOOKMARK  rv=4000 end");
+  EXPECT_EQ(got[3001], "DELETED cm-7 rv=4001");
+  EXPECT_EQ(client.bytes_received(), body.size());
+}
+
 TEST_F(ResourceClientTest, PartialLastLineIsDataLoss) {
   std::string body = Recorded("watch-configmaps.jsonl");
   body.resize(body.size() - 20);  // cut inside the BOOKMARK
