@@ -142,6 +142,7 @@ REALKUBE_TESTS=(
   //integration_tests:real_forced_relist_test
   //integration_tests:real_warm_restart_test
   //client_sdk/python:real_stale_start_test
+  //client_sdk/python:real_watch_resume_restart_test
   //integration_tests:real_dead_connection_test
   //integration_tests:real_facade_clients_test
   //integration_tests:real_grpcurl_readme_test
