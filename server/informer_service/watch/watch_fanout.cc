@@ -85,8 +85,7 @@ void WatchFanout::AdoptPersisted() {
       aliases_.clear();
     }
   }
-  store->Attach(entry_->config.resource, this);
-  in_store_ = true;
+  in_store_ = store->Attach(entry_->config.resource, this);
 }
 
 void WatchFanout::SeedLocked(WatchResumeStore::Seed seed) {

@@ -8,6 +8,10 @@ namespace server {
 
 void WatchResumeStore::Wire(const std::string& resource,
                             SnapshotKeeper::Target* target) {
+  {
+    absl::MutexLock lock(&mu_);
+    slots_.try_emplace(resource);
+  }
   target->keep_sections = {informer::kWatchHistorySection};
   const informer::SnapshotIdentity identity = target->identity;
   const informer::TransformOptions transform = target->transform;
@@ -40,11 +44,13 @@ std::optional<WatchResumeStore::Seed> WatchResumeStore::TakeSeed(
   return seed;
 }
 
-void WatchResumeStore::Attach(const std::string& resource, Source* source) {
+bool WatchResumeStore::Attach(const std::string& resource, Source* source) {
   absl::MutexLock lock(&mu_);
-  Slot& slot = slots_[resource];
-  slot.source = source;
-  slot.parked.reset();
+  auto it = slots_.find(resource);
+  if (it == slots_.end()) return false;
+  it->second.source = source;
+  it->second.parked.reset();
+  return true;
 }
 
 void WatchResumeStore::Detach(const std::string& resource, Source* source,

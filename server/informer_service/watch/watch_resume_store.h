@@ -69,13 +69,15 @@ class WatchResumeStore {
   // Makes `target` (identity and transform set) keep `resource`'s history
   // in its snapshots. The target's callbacks refer to this store, which
   // must outlive their use.
-  void Wire(const std::string& resource, SnapshotKeeper::Target* target);
+  void Wire(const std::string& resource, SnapshotKeeper::Target* target)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The history loaded for `resource`, once (nullopt: none).
   std::optional<Seed> TakeSeed(const std::string& resource)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // `source` serves `resource`'s history from now on.
-  void Attach(const std::string& resource, Source* source)
+  // `source` serves `resource`'s history from now on; false (nothing
+  // done) for a resource no snapshot keeps (not wired).
+  bool Attach(const std::string& resource, Source* source)
       ABSL_LOCKS_EXCLUDED(mu_);
   // `source` goes away; `last` (its final capture) stands for it.
   void Detach(const std::string& resource, Source* source,

@@ -101,6 +101,16 @@ TEST(WatchResumeStoreTest, ASnapshotCarriesTheHistoryToTheNextRun) {
   EXPECT_FALSE(next.TakeSeed("configmaps").has_value());
 }
 
+TEST(WatchResumeStoreTest, OnlyWiredResourcesAreKept) {
+  WatchResumeStore store;
+  FakeSource source;
+  source.capture = TwoEvents();
+  // No snapshot keeps it (a lazy informer's): nothing is held for it.
+  EXPECT_FALSE(store.Attach("secrets", &source));
+  store.Detach("secrets", &source, TwoEvents());
+  EXPECT_FALSE(store.CaptureNow("secrets").has_value());
+}
+
 TEST(WatchResumeStoreTest, ADetachedFanOutLeavesItsLastCapture) {
   WatchResumeStore store;
   SnapshotKeeper::Target target;
