@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "informer/cache/event_handler.h"
 #include "informer/cache/testing/fake_source.h"
 #include "informer/object/zstd_json_compressor.h"
+#include "informer/persist/snapshot_reader.h"
+#include "informer/persist/snapshot_section.h"
 #include "informer/persist/snapshot_test_util.h"
 #include "informer/persist/snapshot_writer.h"
 
@@ -153,6 +156,73 @@ TEST_F(SnapshotKeeperTest, AnotherIdentityIsRejectedAndNothingLoaded) {
   // No initial state: the informer would list (a cold start).
   EXPECT_TRUE(informer_->CopyState().objects.empty());
   EXPECT_TRUE(informer_->CopyState().resource_version.empty());
+}
+
+// A target's capture supplies what is written (the Watch history's seam):
+// its objects, resourceVersion and sections; an unchanged resourceVersion
+// and change tag write nothing; the sections asked for come back to
+// on_read with the loaded snapshot.
+TEST(SnapshotKeeperCaptureTest, CapturesAreWrittenAndTheirSectionsReadBack) {
+  const std::string dir = st::MakeTempDir();
+  informer::FakeSource source;
+  ASSERT_TRUE(source.Add("default", "x").ok());
+  informer::SharedIndexInformer::Options io;
+  io.name = "configmaps";
+  informer::SharedIndexInformer writer_informer(&source, io);
+  ASSERT_TRUE(writer_informer.Start().ok());
+  ASSERT_TRUE(writer_informer.WaitForSync(absl::Seconds(30)));
+  SnapshotKeeper::Options ko;
+  ko.dir = dir;
+  ko.interval = absl::ZeroDuration();
+  absl::StatusOr<std::unique_ptr<SnapshotKeeper>> keeper =
+      SnapshotKeeper::Create(ko);
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  std::string tag = "one";
+  SnapshotKeeper::Target t;
+  t.informer = &writer_informer;
+  t.identity = st::ConfigMapsIdentity();
+  t.capture = [&tag]() -> std::optional<SnapshotKeeper::Captured> {
+    SnapshotKeeper::Captured c;
+    c.objects = st::ConfigMaps(3);
+    c.resource_version = "77";
+    c.sections.push_back({"extra", 1, false, {"r1", "r2"}});
+    c.change_tag = tag;
+    return c;
+  };
+  (*keeper)->Add(std::move(t));
+  ASSERT_TRUE((*keeper)->WriteAll().ok());
+  EXPECT_EQ((*keeper)->GetStats().writes, 1);
+  ASSERT_TRUE((*keeper)->WriteAll().ok());
+  EXPECT_EQ((*keeper)->GetStats().writes, 1) << "nothing changed";
+  tag = "two";
+  ASSERT_TRUE((*keeper)->WriteAll().ok());
+  EXPECT_EQ((*keeper)->GetStats().writes, 2) << "the sections changed";
+  writer_informer.Stop();
+  keeper->reset();  // the directory's lock
+
+  informer::SharedIndexInformer reader_informer(&source, io);
+  keeper = SnapshotKeeper::Create(ko);
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  SnapshotKeeper::Target r;
+  r.informer = &reader_informer;
+  r.identity = st::ConfigMapsIdentity();
+  r.keep_sections = {"extra"};
+  std::string rv;
+  size_t objects = 0;
+  std::vector<std::string> records;
+  r.on_read = [&](const informer::LoadedSnapshot& loaded) {
+    rv = loaded.resource_version;
+    objects = loaded.objects.size();
+    for (const informer::SnapshotSection& s : loaded.sections) {
+      if (s.name == "extra") records = s.records;
+    }
+  };
+  (*keeper)->Add(std::move(r));
+  (*keeper)->Load();
+  EXPECT_EQ((*keeper)->GetStats().loaded, 1);
+  EXPECT_EQ(rv, "77");
+  EXPECT_EQ(objects, 3u);
+  EXPECT_EQ(records, (std::vector<std::string>{"r1", "r2"}));
 }
 
 }  // namespace
