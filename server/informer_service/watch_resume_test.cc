@@ -171,7 +171,7 @@ TEST(WatchResumeTest, TokensOfThePersistedRunMapIntoTheNextRun) {
   for (const char* name : {"a", "b", "c"}) {
     ASSERT_TRUE(source.Add("default", name).ok());
   }
-  View at_first, at_capture, past_capture;
+  View in_initial, at_first, at_capture, past_capture;
   SnapshotKeeper::Captured snapshot;
   {
     WatchResumeStore store;
@@ -179,9 +179,15 @@ TEST(WatchResumeTest, TokensOfThePersistedRunMapIntoTheNextRun) {
     SidecarRun run(&source, &store, &target, nullptr);
     auto call = run.Watch("");
     View view;
+    // Inside the initial state: after its first object.
+    v1::WatchResponse first;
+    ASSERT_TRUE(call->reader->Read(&first));
+    ASSERT_GT(first.events_size(), 0);
+    ASSERT_EQ(first.events(0).type(), v1::EVENT_TYPE_ADDED);
+    in_initial.Apply(first.events(0));
+    for (const v1::Event& e : first.events()) view.Apply(e);
     ReadUntil(call.get(), &view, [](const View& v) {
-      return !v.types.empty() &&
-             v.types.back() == v1::EVENT_TYPE_INITIAL_STATE_DONE;
+      return v.types.back() == v1::EVENT_TYPE_INITIAL_STATE_DONE;
     });
     ASSERT_TRUE(source.Modify("default", "a").ok());
     ReadUntil(call.get(), &view,
@@ -223,6 +229,21 @@ TEST(WatchResumeTest, TokensOfThePersistedRunMapIntoTheNextRun) {
       EXPECT_NE(t, v1::EVENT_TYPE_RESET);
       EXPECT_NE(t, v1::EVENT_TYPE_INITIAL_STATE_DONE);
     }
+    call->ctx.TryCancel();
+  }
+  // Inside the old run's initial state: the rest of that initial state
+  // (as it was then), its INITIAL_STATE_DONE, then every change since.
+  {
+    View view = in_initial;
+    view.types.clear();
+    auto call = run.Watch(view.token);
+    ReadUntil(call.get(), &view,
+              [&](const View& v) { return v.objects == want; });
+    ASSERT_GE(view.types.size(), 3u);
+    EXPECT_EQ(view.types[0], v1::EVENT_TYPE_ADDED);
+    EXPECT_EQ(view.types[1], v1::EVENT_TYPE_ADDED);
+    EXPECT_EQ(view.types[2], v1::EVENT_TYPE_INITIAL_STATE_DONE);
+    for (v1::EventType t : view.types) EXPECT_NE(t, v1::EVENT_TYPE_RESET);
     call->ctx.TryCancel();
   }
   // Past it (issued after the snapshot by the run that died): RESET, then
