@@ -125,13 +125,15 @@ class SidecarRun {
     grpc::ClientContext ctx;
     std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader;
   };
-  std::unique_ptr<Call> Watch(const std::string& token) {
+  std::unique_ptr<Call> Watch(const std::string& token,
+                              const std::string& label_selector = "") {
     auto call = std::make_unique<Call>();
     call->ctx.set_deadline(std::chrono::system_clock::now() +
                            std::chrono::seconds(60));
     v1::WatchRequest req;
     req.set_resource("pods");
     req.set_resume_token(token);
+    req.set_label_selector(label_selector);
     call->reader = stub_->Watch(&call->ctx, req);
     return call;
   }
@@ -157,10 +159,15 @@ void ReadUntil(SidecarRun::Call* call, View* view, Done done) {
   }
 }
 
+// The source's objects (with label app=`app`, if given): key ->
+// resourceVersion.
 std::map<std::string, std::string> SourceState(
-    const informer::FakeSource& source) {
+    const informer::FakeSource& source, const std::string& app = "") {
   std::map<std::string, std::string> out;
   for (const auto& [key, obj] : source.Snapshot()) {
+    bool match = app.empty();
+    for (const auto& [k, v] : obj->labels()) match |= k == "app" && v == app;
+    if (!match) continue;
     out[key] = std::string(obj->resource_version());
   }
   return out;
@@ -257,6 +264,50 @@ TEST(WatchResumeTest, TokensOfThePersistedRunMapIntoTheNextRun) {
   });
   EXPECT_EQ(view.types.front(), v1::EVENT_TYPE_RESET);
   EXPECT_EQ(view.objects, want);
+  call->ctx.TryCancel();
+}
+
+// A filtered stream's positions are the resource's: after the restart it
+// resumes through its filter, objects entering it ADDED, leaving DELETED.
+TEST(WatchResumeTest, AFilteredStreamResumesThroughItsFilter) {
+  using Labels = informer::FakeSource::Labels;
+  informer::FakeSource source;
+  ASSERT_TRUE(source.Add("default", "a", Labels{{"app", "web"}}).ok());
+  ASSERT_TRUE(source.Add("default", "b", Labels{{"app", "db"}}).ok());
+  ASSERT_TRUE(source.Add("default", "c", Labels{{"app", "web"}}).ok());
+  View view;
+  SnapshotKeeper::Captured snapshot;
+  {
+    WatchResumeStore store;
+    SnapshotKeeper::Target target;
+    SidecarRun run(&source, &store, &target, nullptr);
+    auto call = run.Watch("", "app=web");
+    ReadUntil(call.get(), &view, [&](const View& v) {
+      return v.objects == SourceState(source, "web");
+    });
+    ASSERT_TRUE(source.Modify("default", "b", Labels{{"app", "web"}}).ok());
+    ASSERT_TRUE(source.Modify("default", "a", Labels{{"app", "db"}}).ok());
+    ReadUntil(call.get(), &view, [&](const View& v) {
+      return v.objects == SourceState(source, "web");
+    });
+    std::optional<SnapshotKeeper::Captured> captured = target.capture();
+    ASSERT_TRUE(captured.has_value());
+    snapshot = *std::move(captured);
+    call->ctx.TryCancel();
+  }
+  ASSERT_TRUE(source.Modify("default", "c", Labels{{"app", "db"}}).ok());
+  ASSERT_TRUE(source.Add("default", "d", Labels{{"app", "web"}}).ok());
+
+  WatchResumeStore store;
+  SnapshotKeeper::Target target;
+  SidecarRun run(&source, &store, &target, &snapshot);
+  view.types.clear();
+  auto call = run.Watch(view.token, "app=web");
+  ReadUntil(call.get(), &view, [&](const View& v) {
+    return v.objects == SourceState(source, "web");
+  });
+  EXPECT_EQ(view.types, (std::vector<v1::EventType>{v1::EVENT_TYPE_DELETED,
+                                                    v1::EVENT_TYPE_ADDED}));
   call->ctx.TryCancel();
 }
 
