@@ -2,7 +2,8 @@
 // binary (with --cache_dir) in front of the kube_emulator binary over HTTP:
 // a C++ SDK RemoteInformer, connected through a fixed Unix socket, keeps
 // its mirror across orderly restarts under churn with no RESET, no missed
-// event and no repeated one; a token older than the persisted history, or
+// event and no repeated one, also when the catching up is a relist (the
+// API server's window passed); a token older than the persisted history, or
 // one a crashed run issued after its last snapshot, gets RESET and the
 // mirror converges all the same.
 
@@ -341,6 +342,48 @@ TEST_F(WatchResumeRestartE2eTest, OrderlyRestartsUnderChurnNeverReset) {
   EXPECT_TRUE(checker.errors().empty())
       << checker.errors().size()
       << " errors, first: " << checker.errors().front();
+  mirror->Stop();
+}
+
+// Outside the API server's watch window (it restarted while the sidecar
+// was down): the informer relists once, diffed against the snapshot, and
+// those differences continue the history like any event: still no RESET.
+TEST_F(WatchResumeRestartE2eTest, ARelistAfterTheRestartContinuesTheHistory) {
+  PortedSidecar a;
+  ASSERT_NO_FATAL_FAILURE(Start("a.log", &a));
+  StoryChecker checker;
+  auto mirror = NewInformer(&checker);
+  ASSERT_TRUE(mirror->Start().ok());
+  ASSERT_TRUE(mirror->WaitForSync(kConverge));
+  EXPECT_EQ(a.process->Terminate(), 0);
+  a.process.reset();
+  httplib::Client cli("127.0.0.1", emulator_->port());
+  for (int i : {4, 40, 140}) {
+    ASSERT_TRUE(cli.Patch(
+        absl::StrFormat("/api/v1/namespaces/benchcms/configmaps/cm-%06d", i)
+            .c_str(),
+        R"({"data":{"while":"down"}})", "application/merge-patch+json"));
+  }
+  ASSERT_TRUE(cli.Delete("/api/v1/namespaces/benchcms/configmaps/cm-000009"));
+  // The watch from the snapshot's resourceVersion now gets 410.
+  httplib::Result r = cli.Post("/_emulator/restart?resource=configmaps", "",
+                               "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+
+  PortedSidecar b;
+  ASSERT_NO_FATAL_FAILURE(Start("b.log", &b));
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(b, *mirror));
+  EXPECT_TRUE(absl::StrContains(Log("b.log"), "Watch history loaded"))
+      << Log("b.log");
+  // The premise: the catching up was one relist.
+  absl::StatusOr<double> lists =
+      GetMetricSum(b.ports.at("http"), "informer_sidecar_informer_lists_total");
+  ASSERT_TRUE(lists.ok()) << lists.status();
+  EXPECT_EQ(*lists, 1) << Log("b.log");
+  EXPECT_EQ(mirror->resets(), 0);
+  EXPECT_EQ(mirror->sync_generation(), 1);
+  EXPECT_TRUE(checker.errors().empty()) << checker.errors().front();
   mirror->Stop();
 }
 
