@@ -96,13 +96,15 @@ ensure_java() {
   test_packages java-sdk openjdk-17-jdk-headless maven
 }
 
-# Like node_sdk_tests: the real sidecar and the scripted server, named.
+# Like node_sdk_tests: the real sidecar, the scripted server and the
+# emulator, named.
 java_sdk_tests() {
   ensure_java || return 1
   bazel build //server:informer_sidecar \
-    //client_sdk/conformance:scripted_server || return 1
+    //client_sdk/conformance:scripted_server //emulator:kube_emulator || return 1
   INFORMER_SIDECAR_BIN="$(bazel info bazel-bin)/server/informer_sidecar" \
     INFORMER_CONFORMANCE_SERVER="$(bazel info bazel-bin)/client_sdk/conformance/scripted_server" \
+    INFORMER_EMULATOR_BIN="$(bazel info bazel-bin)/emulator/kube_emulator" \
     bash client_sdk/java/test.sh
 }
 
@@ -120,15 +122,16 @@ ensure_netfilter() {
   test_packages netfilter iproute2 nftables
 }
 
-# The Node tests run the real sidecar and the conformance suite's scripted
-# server: build them here and name them, since
+# The Node tests run the real sidecar, the conformance suite's scripted
+# server and the API server emulator: build them here and name them, since
 # bazel-bin points at whichever configuration built last (the tsa phase's).
 node_sdk_tests() {
   ensure_node || return 1
   bazel build //server:informer_sidecar \
-    //client_sdk/conformance:scripted_server || return 1
+    //client_sdk/conformance:scripted_server //emulator:kube_emulator || return 1
   INFORMER_SIDECAR_BIN="$(bazel info bazel-bin)/server/informer_sidecar" \
     INFORMER_CONFORMANCE_SERVER="$(bazel info bazel-bin)/client_sdk/conformance/scripted_server" \
+    INFORMER_EMULATOR_BIN="$(bazel info bazel-bin)/emulator/kube_emulator" \
     bash client_sdk/node/test.sh
 }
 

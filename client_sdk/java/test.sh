@@ -10,7 +10,9 @@
 # (bazel build //server:informer_sidecar). The scripted server:
 # $INFORMER_CONFORMANCE_SERVER, default
 # ../../bazel-bin/client_sdk/conformance/scripted_server
-# (bazel build //client_sdk/conformance:scripted_server).
+# (bazel build //client_sdk/conformance:scripted_server). The API server
+# emulator of RestartResumeTest: $INFORMER_EMULATOR_BIN, default
+# ../../bazel-bin/emulator/kube_emulator (bazel build //emulator:kube_emulator).
 set -euo pipefail
 cd "$(dirname "$0")"
 export INFORMER_SIDECAR_BIN="${INFORMER_SIDECAR_BIN:-$PWD/../../bazel-bin/server/informer_sidecar}"
@@ -23,6 +25,12 @@ export INFORMER_CONFORMANCE_SERVER="${INFORMER_CONFORMANCE_SERVER:-$PWD/../../ba
 if [[ ! -x "$INFORMER_CONFORMANCE_SERVER" ]]; then
   echo "client_sdk/java/test.sh: no scripted server at $INFORMER_CONFORMANCE_SERVER" \
     "(bazel build //client_sdk/conformance:scripted_server, or set INFORMER_CONFORMANCE_SERVER)" >&2
+  exit 1
+fi
+export INFORMER_EMULATOR_BIN="${INFORMER_EMULATOR_BIN:-$PWD/../../bazel-bin/emulator/kube_emulator}"
+if [[ ! -x "$INFORMER_EMULATOR_BIN" ]]; then
+  echo "client_sdk/java/test.sh: no emulator at $INFORMER_EMULATOR_BIN" \
+    "(bazel build //emulator:kube_emulator, or set INFORMER_EMULATOR_BIN)" >&2
   exit 1
 fi
 
