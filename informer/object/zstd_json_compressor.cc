@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -163,7 +164,7 @@ void ZstdJsonCompressor::Train(const std::vector<std::string>& samples) {
   uint32_t version;
   {
     absl::MutexLock lock(&mu_);
-    version = NextVersionLocked();
+    version = TakeVersionLocked();
   }
   absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>> dict =
       ZstdJsonDictionary::Train(samples, options_.dictionary_bytes,
@@ -187,26 +188,37 @@ void ZstdJsonCompressor::InstallLocked(
 }
 
 absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>>
-ZstdJsonCompressor::AdoptDictionary(std::string bytes, bool install) {
+ZstdJsonCompressor::PrepareDictionary(std::string bytes) {
+  uint32_t version = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    version = TakeVersionLocked();
+  }
+  // Outside the lock: zstd digests the bytes (a few milliseconds).
+  return ZstdJsonDictionary::FromBytes(std::move(bytes), options_.level,
+                                       version);
+}
+
+void ZstdJsonCompressor::AdoptPrepared(
+    const std::vector<std::shared_ptr<const ZstdJsonDictionary>>& dictionaries,
+    const std::shared_ptr<const ZstdJsonDictionary>& current,
+    const std::vector<ObjectPtr>& objects) {
+  absl::flat_hash_set<const JsonDictionary*> adopted;
+  for (const auto& d : dictionaries) adopted.insert(d.get());
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>> dict =
-      ZstdJsonDictionary::FromBytes(std::move(bytes), options_.level,
-                                    NextVersionLocked());
-  if (!dict.ok()) return dict.status();
-  ++stats_.dictionaries_adopted;
-  if (install && current_ == nullptr) {
-    InstallLocked(*dict);
+  stats_.dictionaries_adopted += dictionaries.size();
+  if (current != nullptr && current_ == nullptr) {
+    InstallLocked(current);
     // A sample being collected would train a needless second version.
     collecting_ = false;
     samples_.clear();
     sample_bytes_ = 0;
   }
-  return dict;
-}
-
-void ZstdJsonCompressor::CountAdopted(size_t json_size, size_t stored_size) {
-  absl::MutexLock lock(&mu_);
-  CountLocked(json_size, stored_size);
+  for (const ObjectPtr& obj : objects) {
+    if (obj->compressed() && adopted.contains(obj->dictionary().get())) {
+      CountLocked(obj->json_size(), obj->stored_json_size());
+    }
+  }
 }
 
 void ZstdJsonCompressor::CountLocked(size_t json_size, size_t stored_size) {

@@ -127,22 +127,32 @@ class ZstdJsonCompressor final : public JsonCompressor {
   // the current version.
   void Retrain() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A dictionary from `bytes` (another compressor's, as bytes() gave them:
-  // a snapshot keeps them with the frames they compressed), built at this
-  // compressor's level with the next version number. With `install`, it
-  // becomes the current dictionary unless the compressor has one already,
-  // and the sample being collected is dropped: objects compressed from
-  // then on use it, as they would a trained one, and a later drift or
-  // Retrain() trains the next version as usual. Either way frames it
-  // compressed stay readable through the returned dictionary.
-  // InvalidArgument when zstd rejects the bytes.
-  absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>> AdoptDictionary(
-      std::string bytes, bool install) ABSL_LOCKS_EXCLUDED(mu_);
-  // Counts one object stored with a frame compressed elsewhere with one of
-  // this compressor's dictionaries (see AdoptDictionary) as if compressed
-  // here: the statistics and the drift check see it.
-  void CountAdopted(size_t json_size, size_t stored_size)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Taking another compressor's dictionaries (a snapshot keeps them with
+  // the frames they compressed) is two steps, so that a snapshot found
+  // damaged after its dictionaries were read changes nothing here:
+  //
+  // PrepareDictionary: a dictionary from `bytes` (as bytes() gave them),
+  // built at this compressor's level with a version number of its own
+  // (never handed out again), and nothing else: this compressor neither
+  // uses nor counts it. Frames it compressed are readable through it at
+  // once. InvalidArgument when zstd rejects the bytes.
+  absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>> PrepareDictionary(
+      std::string bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // AdoptPrepared, once what they came with is known good: counts
+  // `dictionaries` (PrepareDictionary's) as adopted; `current` (one of
+  // them, or null) becomes the current dictionary unless the compressor
+  // has one already, and the sample being collected is dropped: objects
+  // compressed from then on use it, as they would a trained one, and a
+  // later drift or Retrain() trains the next version as usual. Each of
+  // `objects` held compressed with one of `dictionaries` is counted as if
+  // compressed here (the statistics and the drift check see it).
+  void AdoptPrepared(
+      const std::vector<std::shared_ptr<const ZstdJsonDictionary>>&
+          dictionaries,
+      const std::shared_ptr<const ZstdJsonDictionary>& current,
+      const std::vector<ObjectPtr>& objects) ABSL_LOCKS_EXCLUDED(mu_);
+  // Objects below this size are kept as they are (Options::min_json_bytes).
+  size_t min_json_bytes() const { return options_.min_json_bytes; }
 
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // The current dictionary; null until the first one is trained.
@@ -155,10 +165,9 @@ class ZstdJsonCompressor final : public JsonCompressor {
   std::vector<std::string> SampleLocked(absl::string_view json)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Train(const std::vector<std::string>& samples) ABSL_LOCKS_EXCLUDED(mu_);
-  // The version number the next trained or adopted dictionary gets.
-  uint32_t NextVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return static_cast<uint32_t>(stats_.dictionaries_trained +
-                                 stats_.dictionaries_adopted + 1);
+  // The version number of the next dictionary trained or prepared.
+  uint32_t TakeVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ++last_version_;
   }
   // Makes `dict` the current dictionary; restarts the drift check.
   void InstallLocked(std::shared_ptr<const ZstdJsonDictionary> dict)
@@ -180,6 +189,8 @@ class ZstdJsonCompressor final : public JsonCompressor {
   uint64_t window_stored_ ABSL_GUARDED_BY(mu_) = 0;
   double trained_ratio_ ABSL_GUARDED_BY(mu_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  // The last version number handed out (trained or prepared).
+  uint32_t last_version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace informer

@@ -1,6 +1,7 @@
 #include "informer/persist/object_record_codec.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,22 +22,21 @@ constexpr uint64_t kMaxJsonBytes = 64u << 20;
 // frame decompressed to, so the frame is kept instead of compressing it
 // again. Any other text (not expected: the JSON is stored compact, and the
 // transform, part of the snapshot's identity, finds nothing more to drop)
-// goes to the resource's compressor. One per parse, on its thread.
+// goes to `fallback`. One per parse, on its thread.
 class FrameAdopter final : public JsonCompressor {
  public:
   FrameAdopter(absl::string_view json, absl::string_view frame,
                std::shared_ptr<const ZstdJsonDictionary> dictionary,
-               ZstdJsonCompressor* compressor)
+               JsonCompressor* fallback)
       : json_(json),
         frame_(frame),
         dictionary_(std::move(dictionary)),
-        compressor_(compressor) {}
+        fallback_(fallback) {}
 
   std::shared_ptr<const JsonDictionary> Compress(absl::string_view json,
                                                  std::string* out) override {
-    if (json != json_) return compressor_->Compress(json, out);
+    if (json != json_) return fallback_->Compress(json, out);
     out->assign(frame_.data(), frame_.size());
-    compressor_->CountAdopted(json.size(), frame_.size());
     return dictionary_;
   }
 
@@ -44,7 +44,7 @@ class FrameAdopter final : public JsonCompressor {
   const absl::string_view json_;
   const absl::string_view frame_;
   const std::shared_ptr<const ZstdJsonDictionary> dictionary_;
-  ZstdJsonCompressor* const compressor_;
+  JsonCompressor* const fallback_;
 };
 
 // The decompressed JSON of the frame being decoded on this thread: reused,
@@ -112,9 +112,55 @@ void Encoder::Encode(const Object& obj, std::string* out) const {
   out->append(json.view().data(), json.size());
 }
 
+// A JSON record's compressor until the file is known good: the resource's
+// compressor once it has a dictionary of its own (nothing to learn then),
+// else the snapshot's current dictionary, so that the compressor neither
+// samples nor trains on a file that may yet fail. Thread-safe once the
+// dictionaries are added.
+class Decoder::PreparedCompressor final : public JsonCompressor {
+ public:
+  explicit PreparedCompressor(ZstdJsonCompressor* compressor)
+      : compressor_(compressor) {}
+  void set_current(std::shared_ptr<const ZstdJsonDictionary> current) {
+    current_ = std::move(current);
+  }
+
+  std::shared_ptr<const JsonDictionary> Compress(absl::string_view json,
+                                                 std::string* out) override {
+    if (compressor_->dictionary() != nullptr) {
+      return compressor_->Compress(json, out);
+    }
+    if (current_ == nullptr || json.size() < compressor_->min_json_bytes() ||
+        !current_->Compress(json, out) || out->size() >= json.size()) {
+      return nullptr;
+    }
+    return current_;
+  }
+
+ private:
+  ZstdJsonCompressor* const compressor_;
+  std::shared_ptr<const ZstdJsonDictionary> current_;
+};
+
 Decoder::Decoder(const TransformOptions& transform)
     : transform_(transform),
-      zstd_(dynamic_cast<ZstdJsonCompressor*>(transform.compressor.get())) {}
+      zstd_(dynamic_cast<ZstdJsonCompressor*>(transform.compressor.get())),
+      prepared_(zstd_ != nullptr ? std::make_unique<PreparedCompressor>(zstd_)
+                                 : nullptr),
+      json_transform_(transform) {
+  if (prepared_ != nullptr) {
+    // Aliasing constructor: the decoder owns it (nothing to delete).
+    json_transform_.compressor = std::shared_ptr<JsonCompressor>(
+        std::shared_ptr<void>(), prepared_.get());
+  }
+}
+
+Decoder::~Decoder() = default;
+
+void Decoder::Adopt(const std::vector<ObjectPtr>& objects) {
+  if (zstd_ == nullptr || dictionaries_.empty()) return;
+  zstd_->AdoptPrepared(dictionaries_, current_, objects);
+}
 
 bool Decoder::Tag(absl::string_view record, uint8_t* tag) {
   if (record.empty()) return false;
@@ -139,14 +185,17 @@ absl::Status Decoder::AddDictionary(absl::string_view record) {
   }
   std::string bytes(record.substr(record.size() - cursor.remaining()));
   absl::StatusOr<std::shared_ptr<const ZstdJsonDictionary>> dict =
-      zstd_ != nullptr
-          ? zstd_->AdoptDictionary(std::move(bytes),
-                                   (flags & kCurrentDictionary) != 0)
-          : ZstdJsonDictionary::FromBytes(std::move(bytes), /*level=*/3,
-                                          /*version=*/0);
+      zstd_ != nullptr ? zstd_->PrepareDictionary(std::move(bytes))
+                       : ZstdJsonDictionary::FromBytes(std::move(bytes),
+                                                       /*level=*/3,
+                                                       /*version=*/0);
   if (!dict.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dictionary ", index, " is unusable: ", dict.status().message()));
+  }
+  if ((flags & kCurrentDictionary) != 0) {
+    current_ = *dict;
+    if (prepared_ != nullptr) prepared_->set_current(current_);
   }
   dictionaries_.push_back(*std::move(dict));
   return absl::OkStatus();
@@ -157,7 +206,7 @@ absl::StatusOr<ObjectPtr> Decoder::Decode(absl::string_view record) const {
   if (!Tag(record, &tag)) return absl::InvalidArgumentError("empty record");
   switch (tag) {
     case kJsonTag:
-      return Object::Parse(record.substr(1), transform_);
+      return Object::Parse(record.substr(1), json_transform_);
     case kDictionaryTag:
       return ObjectPtr();
     case kFrameTag:
@@ -202,7 +251,7 @@ absl::StatusOr<ObjectPtr> Decoder::DecodeFrame(absl::string_view body) const {
   }
   if (zstd_ == nullptr) return Object::Parse(json, transform_);
   TransformOptions adopt = transform_;
-  FrameAdopter adopter(json, frame, dict, zstd_);
+  FrameAdopter adopter(json, frame, dict, prepared_.get());
   // Aliasing constructor: no allocation, and nothing to delete (the
   // adopter lives on this stack frame, past the parse).
   adopt.compressor =

@@ -69,19 +69,26 @@ class Encoder {
 // The reader's side: the section's dictionaries, and records to Objects.
 // AddDictionary is called by the reading thread for every dictionary
 // record, all before any Decode; Decode is then thread-safe (the decode
-// workers call it).
+// workers call it); Adopt once, after every Decode, when the whole file
+// is known good.
 class Decoder {
  public:
   // Objects are decoded with `transform`. When its compressor is a
-  // ZstdJsonCompressor, the dictionaries are adopted into it
-  // (ZstdJsonCompressor::AdoptDictionary, the current one installed when
-  // it has none) and each frame is kept as the object's stored JSON
+  // ZstdJsonCompressor, each frame is kept as the object's stored JSON
   // without compressing it again: decompressed once, parsed and checked
   // (Object::Parse, as a version 1 record is), and held compressed with
-  // the snapshot's dictionary. With another compressor, or none, frames
-  // are decompressed and decoded as JSON records are (compressed again by
-  // that compressor, if any).
+  // the snapshot's dictionary, which the compressor prepares but does not
+  // take (ZstdJsonCompressor::PrepareDictionary) until Adopt: a file
+  // found damaged after its dictionaries leaves the compressor as it was.
+  // Until then a JSON record is compressed with the compressor's own
+  // dictionary if it has one, else with the snapshot's current one (never
+  // sampled for training). With another compressor, or none, frames are
+  // decompressed and decoded as JSON records are (compressed again by that
+  // compressor, if any).
   explicit Decoder(const TransformOptions& transform);
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
 
   // A kDictionaryTag record. InvalidArgument naming the problem: an
   // index out of order, bytes zstd rejects, a garbled record.
@@ -91,11 +98,19 @@ class Decoder {
   // of an unknown dictionary, a frame that does not decompress to its
   // size, JSON that does not parse.
   absl::StatusOr<ObjectPtr> Decode(absl::string_view record) const;
+  // The file is known good and `objects` are what it loaded: the
+  // compressor takes the dictionaries (the current one installed when it
+  // has none) and counts the objects held with them
+  // (ZstdJsonCompressor::AdoptPrepared). Never called for a file that
+  // failed anywhere.
+  void Adopt(const std::vector<ObjectPtr>& objects);
 
   // The tag of a record (its first byte); false for an empty record.
   static bool Tag(absl::string_view record, uint8_t* tag);
 
  private:
+  class PreparedCompressor;
+
   // A frame record: decompressed, parsed, and kept as its frame.
   absl::StatusOr<ObjectPtr> DecodeFrame(absl::string_view body) const;
 
@@ -103,7 +118,13 @@ class Decoder {
   // transform_.compressor when it is a ZstdJsonCompressor (frames are
   // adopted), else null.
   ZstdJsonCompressor* const zstd_;
+  // With zstd_: compresses JSON records until Adopt (see the
+  // constructor), and json_transform_ is transform_ with it.
+  const std::unique_ptr<PreparedCompressor> prepared_;
+  TransformOptions json_transform_;
   std::vector<std::shared_ptr<const ZstdJsonDictionary>> dictionaries_;
+  // The dictionary flagged current, if any.
+  std::shared_ptr<const ZstdJsonDictionary> current_;
 };
 
 }  // namespace object_records

@@ -58,9 +58,11 @@ std::vector<std::string> Records(const std::vector<ObjectPtr>& objects) {
   return out;
 }
 
-// Decodes `records` as a reader does: dictionaries first, then objects.
+// Decodes `records` as a reader does: dictionaries first, then objects,
+// then (when `adopt`: the file checked out) Adopt.
 absl::StatusOr<std::vector<ObjectPtr>> DecodeAll(
-    const std::vector<std::string>& records, Decoder& decoder) {
+    const std::vector<std::string>& records, Decoder& decoder,
+    bool adopt = true) {
   std::vector<ObjectPtr> out;
   for (const std::string& r : records) {
     uint8_t tag = 0;
@@ -73,6 +75,7 @@ absl::StatusOr<std::vector<ObjectPtr>> DecodeAll(
     if (!obj.ok()) return obj.status();
     out.push_back(*obj);
   }
+  if (adopt) decoder.Adopt(out);
   return out;
 }
 
@@ -111,8 +114,8 @@ TEST(ObjectRecordCodecTest, FramesAreAdoptedWithTheirDictionary) {
       EXPECT_EQ(o.dictionary(), adopted);
       EXPECT_EQ(o.stored_json(), written[i]->stored_json());
     } else {
-      // A JSON record goes through the compressor, which already has the
-      // adopted dictionary: compressed now too.
+      // A JSON record is compressed with the snapshot's current
+      // dictionary, the one adopted: compressed now too.
       EXPECT_EQ(o.dictionary(), adopted) << i;
     }
   }
@@ -125,6 +128,34 @@ TEST(ObjectRecordCodecTest, FramesAreAdoptedWithTheirDictionary) {
   const std::vector<ObjectPtr> later = Decoded(100, 20, With(compressor));
   EXPECT_EQ(later.back()->dictionary(), adopted);
   EXPECT_EQ(compressor->stats().dictionaries_trained, 0u);
+}
+
+TEST(ObjectRecordCodecTest, TheCompressorTakesNothingBeforeAdopt) {
+  const std::vector<ObjectPtr> written = Decoded(0, 64, With(Compressor()));
+  auto compressor = Compressor();
+  Decoder decoder(With(compressor));
+  absl::StatusOr<std::vector<ObjectPtr>> loaded =
+      DecodeAll(Records(written), decoder, /*adopt=*/false);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  // Readable, held with the snapshot's dictionary (JSON records too)...
+  EXPECT_EQ(JsonsOf(*loaded), JsonsOf(written));
+  const std::shared_ptr<const JsonDictionary> snapshot_dictionary =
+      loaded->back()->dictionary();
+  ASSERT_NE(snapshot_dictionary, nullptr);
+  EXPECT_EQ((*loaded)[0]->dictionary(), snapshot_dictionary);
+  // ... but the compressor neither uses nor counts it, nor sampled the
+  // JSON records: as if it had never seen them.
+  EXPECT_EQ(compressor->dictionary(), nullptr);
+  ZstdJsonCompressor::Stats stats = compressor->stats();
+  EXPECT_EQ(stats.dictionaries_adopted, 0u);
+  EXPECT_EQ(stats.dictionaries_trained, 0u);
+  EXPECT_EQ(stats.objects_compressed, 0u);
+  EXPECT_EQ(stats.version, 0u);
+  decoder.Adopt(*loaded);
+  EXPECT_EQ(compressor->dictionary(), snapshot_dictionary);
+  stats = compressor->stats();
+  EXPECT_EQ(stats.dictionaries_adopted, 1u);
+  EXPECT_EQ(stats.objects_compressed, 64u);
 }
 
 TEST(ObjectRecordCodecTest, EveryDictionaryVersionIsKeptAndTheNewestAdopted) {

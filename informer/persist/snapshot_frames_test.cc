@@ -141,6 +141,47 @@ TEST(SnapshotFramesTest, EveryFlippedByteAndEveryCutIsCaught) {
   }
 }
 
+TEST(SnapshotFramesTest, ADamagedFileLeavesTheCompressorAsItWas) {
+  // A byte of the last RECORDS frame flipped: the dictionary's record, in
+  // the first, checks out and is read before the damage is found.
+  const std::vector<ObjectPtr> objects = Objects(300, WithCompressor());
+  const std::string path = Write(objects, true);
+  std::string damaged = ReadAll(path);
+  damaged[damaged.size() - 100] ^= 0x10;
+  WriteAll(path, damaged);
+  const TransformOptions transform = WithCompressor();
+  const absl::Status s = Read(path, transform, 0).status();
+  ASSERT_EQ(GetSnapshotProblem(s), SnapshotProblem::kChecksum) << s;
+  const ZstdJsonCompressor::Stats z = Zstd(transform).stats();
+  EXPECT_EQ(Zstd(transform).dictionary(), nullptr);
+  EXPECT_EQ(z.dictionaries_adopted, 0u);
+  EXPECT_EQ(z.dictionaries_trained, 0u);
+  EXPECT_EQ(z.objects_compressed, 0u);
+  EXPECT_EQ(z.objects_kept, 0u);
+  // The cold start that follows: the objects listed again are held
+  // exactly as by a compressor that never saw the file (its own
+  // dictionary, trained on them, the same bytes).
+  const TransformOptions fresh = WithCompressor();
+  const std::vector<ObjectPtr> after_damage = Objects(300, transform);
+  const std::vector<ObjectPtr> never_saw = Objects(300, fresh);
+  EXPECT_EQ(Zstd(transform).stats().dictionaries_trained, 1u);
+  EXPECT_EQ(Zstd(transform).stats().dictionaries_adopted, 0u);
+  ASSERT_NE(Zstd(transform).dictionary(), nullptr);
+  EXPECT_EQ(Zstd(transform).dictionary()->bytes(),
+            Zstd(fresh).dictionary()->bytes());
+  EXPECT_EQ(JsonsOf(after_damage), JsonsOf(objects));
+  for (size_t i = 0; i < never_saw.size(); ++i) {
+    ASSERT_EQ(after_damage[i]->stored_json(), never_saw[i]->stored_json()) << i;
+  }
+  // An intact file read with two decode threads: adopted at the end, all
+  // of it.
+  const std::string big = Write(Objects(2500, WithCompressor()), true);
+  const TransformOptions threaded = WithCompressor();
+  ASSERT_TRUE(Read(big, threaded, 2).ok());
+  EXPECT_EQ(Zstd(threaded).stats().dictionaries_adopted, 1u);
+  EXPECT_EQ(Zstd(threaded).stats().objects_compressed, 2500u);
+}
+
 // The file with its objects section's version replaced (checksum fixed).
 std::string WithSectionVersion(std::string file, char version) {
   const size_t header = sf::kPrologueBytes;

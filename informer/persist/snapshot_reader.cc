@@ -500,6 +500,9 @@ absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
   if (!s.ok()) return s;
   out->objects = *std::move(objects);
   out->sections = std::move(kept);
+  // Only now, with every frame of the file verified: the resource's
+  // compressor takes the snapshot's dictionaries.
+  if (decoder->records() != nullptr) decoder->records()->Adopt(out->objects);
   return absl::OkStatus();
 }
 
