@@ -26,6 +26,7 @@
 #include "server/app/snapshot_metrics.h"
 #include "server/config/cache_upstream.h"
 #include "server/events_service/event_recording.h"
+#include "server/ops/heap_releaser.h"
 #include "server/ops/http_server.h"
 #include "server/ops/metrics.h"
 #include "server/registry/cluster_gate.h"
@@ -139,10 +140,13 @@ absl::Status Sidecar::ChooseCluster() {
 }
 
 absl::Status Sidecar::StartHttp() {
+  // The heap's releases and measurements: the metrics read it, the gRPC
+  // server asks it for releases.
+  heap_ = std::make_unique<HeapReleaser>();
   // Before everything that reports into the metrics registry.
   metrics_ = std::make_unique<metrics::Registry>();
   absl::StatusOr<std::unique_ptr<SidecarMetrics>> ops =
-      SidecarMetrics::Create(metrics_.get());
+      SidecarMetrics::Create(metrics_.get(), heap_.get());
   if (!ops.ok()) return ops.status();
   ops_ = *std::move(ops);
   if (options_.http_listen.empty()) return absl::OkStatus();
@@ -525,6 +529,7 @@ absl::Status Sidecar::StartServer() {
   server_options.informer.authorizer = authorizer_.get();
   server_options.informer.watch.resume_store = watch_resume_.get();
   server_options.credentials = credentials_;
+  server_options.heap_releaser = heap_.get();
   auto hook = ServingHook(options_, metrics_.get(),
                           &server_options.informer.count_watch_call);
   if (!hook.ok()) return hook.status();

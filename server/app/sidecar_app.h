@@ -33,6 +33,7 @@ class Authorizer;
 class ClusterCheck;
 class DiscoveryResolver;
 class EventRecording;
+class HeapReleaser;
 class HttpServer;
 class InformerRegistry;
 class ResourceResolver;
@@ -115,6 +116,7 @@ class Sidecar {
   // No cluster configured: --cache_upstream serves everything.
   bool upstream_only_ = false;
   // Declared in start order: on a failed start they go in reverse.
+  std::unique_ptr<HeapReleaser> heap_;
   std::unique_ptr<metrics::Registry> metrics_;
   std::unique_ptr<SidecarMetrics> ops_;
   std::unique_ptr<HttpServer> http_;

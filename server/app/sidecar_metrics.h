@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "informer/client/http_transport.h"
 #include "server/informer_service/watch/watch_hub.h"
+#include "server/ops/heap_releaser.h"
 #include "server/ops/metrics.h"
 #include "server/registry/informer_registry.h"
 
@@ -52,8 +53,11 @@ inline constexpr char kMetricPrefix[] = "informer_sidecar_";
 //                                                resuming streams
 //   watch_history_bytes{resource}                gauge, bytes they alone
 //                                                keep alive
+//   heap_in_use_age_seconds                      gauge, how old the next
+//                                                one is at most
 //   heap_in_use_bytes                            gauge, heap allocated and
-//                                                not freed (mallinfo2)
+//                                                not freed (mallinfo2), as
+//                                                last measured
 //   watch_pending_bytes{resource}                gauge, object bytes the
 //                                                stream queues reference
 //   watch_inflight_bytes{resource}               gauge, writes gRPC holds
@@ -65,8 +69,10 @@ inline constexpr char kMetricPrefix[] = "informer_sidecar_";
 // Thread-safety: all methods are thread-safe.
 class SidecarMetrics {
  public:
+  // `heap` (not owned, must outlive the metrics) measures the heap in use
+  // off the scrape path; null: no heap_in_use_* metrics.
   static absl::StatusOr<std::unique_ptr<SidecarMetrics>> Create(
-      metrics::Registry* registry);
+      metrics::Registry* registry, HeapReleaser* heap = nullptr);
 
   // For TransportOptions::observer (before the API client is built); the
   // SidecarMetrics must outlive the transport.
@@ -106,8 +112,8 @@ class SidecarMetrics {
   void AddWatchMetrics(std::vector<MetricDef>* defs);
   // The Watch histories' and streams' memory (part of AddWatchMetrics).
   void AddWatchMemoryMetrics(std::vector<MetricDef>* defs);
-  // heap_in_use_bytes: the process's heap, to tell data from what the
-  // allocator keeps (RSS).
+  // heap_in_use_*: the process's heap, to tell data from what the
+  // allocator keeps (RSS). Only with heap_.
   void AddProcessMetrics(std::vector<MetricDef>* defs);
   // A sample function running `read(hub, &samples)` on the attached
   // WatchHub (under mu_, shared); no samples when none is attached.
@@ -118,6 +124,7 @@ class SidecarMetrics {
   std::vector<metrics::Sample> ForEachEntry(Fn fn) const;
 
   metrics::HistogramFamily* api_seconds_ = nullptr;
+  HeapReleaser* heap_ = nullptr;
   mutable absl::Mutex mu_;
   InformerRegistry* informers_ ABSL_GUARDED_BY(mu_) = nullptr;
   WatchHub* watch_hub_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -14,8 +14,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "informer/cache/testing/fake_source.h"
+#include "informer/util/clock.h"
 #include "proto/informer/v1/informer.grpc.pb.h"
 #include "server/app/sidecar_server.h"
+#include "server/ops/heap_releaser.h"
 #include "server/ops/metrics.h"
 #include "server/registry/informer_registry.h"
 
@@ -66,14 +68,22 @@ TEST(SidecarMetricsTest, ApiObserverFeedsTheLatencyHistogram) {
   EXPECT_THAT((*m)->NotReady(), ElementsAre("informers not started"));
 }
 
-TEST(SidecarMetricsTest, HeapInUseFollowsTheHeap) {
+TEST(SidecarMetricsTest, HeapInUseFollowsTheHeapOffTheScrapePath) {
+  informer::FakeClock clock;
+  HeapReleaser::Options heap_options;
+  heap_options.release = [] { return true; };  // the real measurement only
+  heap_options.clock = &clock;
+  heap_options.measure_interval = absl::Seconds(10);
+  HeapReleaser heap(std::move(heap_options));
   metrics::Registry registry;
-  auto m = SidecarMetrics::Create(&registry);
+  auto m = SidecarMetrics::Create(&registry, &heap);
   ASSERT_TRUE(m.ok()) << m.status();
   const std::string series = "informer_sidecar_heap_in_use_bytes";
-  const std::string text = registry.Render();
+  const std::string age = "informer_sidecar_heap_in_use_age_seconds";
+  std::string text = registry.Render();
   EXPECT_THAT(text, HasSubstr("# TYPE informer_sidecar_heap_in_use_bytes "
                               "gauge\n"));
+  EXPECT_EQ(SampleValue(text, age), 0);
   const double before = SampleValue(text, series);
   // 32 MiB more in use while held, whatever the allocator keeps after.
   std::vector<std::unique_ptr<char[]>> held;
@@ -81,8 +91,23 @@ TEST(SidecarMetricsTest, HeapInUseFollowsTheHeap) {
     held.emplace_back(new char[1024]);
     held.back()[0] = 1;
   }
-  const double during = SampleValue(registry.Render(), series);
+  // A scrape does not measure: the last value, and how old it is.
+  clock.Advance(absl::Seconds(4));
+  text = registry.Render();
+  EXPECT_EQ(SampleValue(text, series), before);
+  EXPECT_EQ(SampleValue(text, age), 4);
+  // Nor when it is old: it asks the releaser's thread, which measured by
+  // the time a release waited for is done.
+  clock.Advance(absl::Seconds(6));
+  text = registry.Render();
+  EXPECT_EQ(SampleValue(text, series), before);
+  EXPECT_EQ(SampleValue(text, age), 10);
+  ASSERT_TRUE(heap.ReleaseAndWait());
+  text = registry.Render();
+  const double during = SampleValue(text, series);
+  EXPECT_EQ(SampleValue(text, age), 0);
   held.clear();
+  ASSERT_TRUE(heap.ReleaseAndWait());
   const double after = SampleValue(registry.Render(), series);
 #if defined(__SANITIZE_ADDRESS__)
   // ASan's allocator replaces glibc's heap: the gauge is exported, what
@@ -95,6 +120,13 @@ TEST(SidecarMetricsTest, HeapInUseFollowsTheHeap) {
   EXPECT_GE(during, before + (32 << 20));
   EXPECT_LE(after, before + (1 << 20));
 #endif
+}
+
+TEST(SidecarMetricsTest, NoHeapMetricsWithoutAReleaser) {
+  metrics::Registry registry;
+  auto m = SidecarMetrics::Create(&registry);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(registry.Render(), Not(HasSubstr("heap_in_use")));
 }
 
 TEST(SidecarMetricsTest, InformerAndWatchMetricsFollowTheRegistry) {

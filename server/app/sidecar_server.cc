@@ -6,13 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/grpc/health/v1/health.pb.h"
-#include "server/ops/malloc_tuning.h"
 
 namespace server {
 namespace {
@@ -22,18 +21,28 @@ constexpr absl::Duration kShutdownDrain = absl::Milliseconds(500);
 
 }  // namespace
 
-SidecarServer::SidecarServer(InformerRegistry* registry,
-                             InformerService::Options options,
-                             std::function<bool()> release_free_heap)
+namespace {
+
+std::unique_ptr<HeapReleaser> OwnHeapReleaser(
+    const SidecarServer::Options& options) {
+  if (options.heap_releaser != nullptr) return nullptr;
+  HeapReleaser::Options releaser;
+  releaser.release = options.release_free_heap;
+  return std::make_unique<HeapReleaser>(std::move(releaser));
+}
+
+}  // namespace
+
+SidecarServer::SidecarServer(InformerRegistry* registry, const Options& options)
     : registry_(registry),
-      service_(registry, options),
-      release_free_heap_(release_free_heap ? std::move(release_free_heap)
-                                           : ReleaseFreeHeapMemory) {}
+      service_(registry, options.informer),
+      own_heap_releaser_(OwnHeapReleaser(options)),
+      heap_releaser_(own_heap_releaser_ != nullptr ? own_heap_releaser_.get()
+                                                   : options.heap_releaser) {}
 
 absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
     InformerRegistry* registry, absl::string_view listen, Options options) {
-  std::unique_ptr<SidecarServer> sidecar(new SidecarServer(
-      registry, options.informer, std::move(options.release_free_heap)));
+  std::unique_ptr<SidecarServer> sidecar(new SidecarServer(registry, options));
   // Both are process-wide switches read by every later ServerBuilder.
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC's health service has no protobuf descriptor of its own: reflection
@@ -77,7 +86,8 @@ absl::StatusOr<std::unique_ptr<SidecarServer>> SidecarServer::Start(
 }
 
 SidecarServer::~SidecarServer() {
-  // Waits for a release running on an informer's thread.
+  // No more requests for releases; own_heap_releaser_, a member, stops
+  // after the health thread (which may wait for one) is joined.
   if (relist_observer_ >= 0) registry_->RemoveObserver(relist_observer_);
   // Start destroys the server it failed to start: nothing runs to stop.
   if (server_ == nullptr) return;
@@ -102,8 +112,9 @@ void SidecarServer::WatchSyncs() {
   }
   // The syncs freed as much memory as the caches hold, in holes between
   // cached objects that glibc would keep resident: give them back before
-  // reporting SERVING, the moment users look at the footprint.
-  release_free_heap_();
+  // reporting SERVING, the moment users look at the footprint. Through
+  // the releaser, so that it never runs beside a relist's release.
+  heap_releaser_->ReleaseAndWait();
   health->SetServingStatus(true);
   serving_.Notify();
   LOG(INFO) << "all informers synced: health SERVING";
@@ -113,19 +124,13 @@ void SidecarServer::OnRelistApplied(const InformerEntry& entry) {
   // The relist's new objects grew the heap while the cache still held the
   // ones they replace, freed since: holes glibc keeps resident, and its
   // dynamic trim threshold (raised to 8 MiB by the sync's large frees)
-  // keeps even the top. Without this, RSS settles a relist's worth of
-  // objects above the heap in use (docs/perf-log/2026-12-03-soak-rss.md).
-  const size_t rss = ResidentBytes();
-  const auto start = std::chrono::steady_clock::now();
-  release_free_heap_();
-  const double ms = std::chrono::duration<double, std::milli>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-  char line[128];
-  std::snprintf(line, sizeof(line), "RSS %.1f -> %.1f MB in %.1f ms", rss / 1e6,
-                ResidentBytes() / 1e6, ms);
+  // keeps even the top. Without a release, RSS settles a relist's worth of
+  // objects above the heap in use (docs/perf-log/2026-12-03-soak.md). This
+  // runs on the informer's event thread: the trim (tens of ms holding the
+  // arena's lock) goes to the releaser's thread.
   LOG(INFO) << "relist of " << entry.config.resource
-            << " applied: free heap released (" << line << ")";
+            << " applied: free heap release requested";
+  heap_releaser_->RequestRelease();
 }
 
 bool SidecarServer::WaitUntilServing(absl::Duration timeout) const {

@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/informer_service/informer_service.h"
+#include "server/ops/heap_releaser.h"
 #include "server/registry/informer_registry.h"
 
 namespace server {
@@ -33,7 +34,10 @@ namespace server {
 // Memory: once every informer has synced, and after each relist any
 // informer of the registry applies, the heap's free memory is given back
 // to the kernel (ReleaseFreeHeapMemory): both free about as much as they
-// replaced, in holes glibc would keep resident.
+// replaced, in holes glibc would keep resident. The releases run on a
+// HeapReleaser's thread, not on the informer's: a relist only asks for
+// one (a burst of relists coalesces), while the health status turns
+// SERVING after the post-sync release has finished.
 //
 // Thread-safety: Shutdown/Wait/WaitUntilServing from any thread. The
 // registry must outlive the server. Destruction shuts down and joins.
@@ -51,8 +55,11 @@ class SidecarServer {
     // Called on the builder before BuildAndStart (channel arguments,
     // message size limits, keepalive, interceptors...).
     std::vector<std::function<void(grpc::ServerBuilder&)>> configure;
-    // Gives the heap's free memory back (see Memory above); replaceable
-    // for tests.
+    // Runs the releases (see Memory above); not owned, must outlive the
+    // server. Null: the server runs its own, over release_free_heap.
+    HeapReleaser* heap_releaser = nullptr;
+    // Gives the heap's free memory back, for the server's own releaser
+    // (null: ReleaseFreeHeapMemory); replaceable for tests.
     std::function<bool()> release_free_heap;
   };
 
@@ -89,8 +96,7 @@ class SidecarServer {
   void Wait();
 
  private:
-  SidecarServer(InformerRegistry* registry, InformerService::Options options,
-                std::function<bool()> release_free_heap);
+  SidecarServer(InformerRegistry* registry, const Options& options);
   void WatchSyncs();
   // The registry's observer: `entry`'s relist is in its cache.
   void OnRelistApplied(const InformerEntry& entry);
@@ -103,7 +109,9 @@ class SidecarServer {
   std::once_flag stop_once_;
   absl::Notification stopping_;
   std::thread health_thread_;
-  const std::function<bool()> release_free_heap_;
+  // Null when Options::heap_releaser is given.
+  std::unique_ptr<HeapReleaser> own_heap_releaser_;
+  HeapReleaser* const heap_releaser_;
   // The registry observer's id (-1: none).
   int relist_observer_ = -1;
 };

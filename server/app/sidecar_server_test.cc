@@ -4,12 +4,15 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "informer/cache/testing/fake_source.h"
+#include "server/ops/heap_releaser.h"
 #include "server/registry/informer_registry.h"
 
 namespace server {
@@ -168,13 +171,17 @@ TEST_F(SidecarServerTest, AnAddressGrpcCannotBindIsAnErrorNotACrash) {
             absl::StrCat("cannot listen on \"", listen, "\""));
 }
 
-// Counts the server's heap releases.
+// Stands in for malloc_trim: counts the server's heap releases, records
+// the thread they run on, and can hold them at a gate.
 class Releases {
  public:
   std::function<bool()> Fn() {
     return [this] {
       absl::MutexLock lock(&mu_);
       ++count_;
+      thread_ = std::this_thread::get_id();
+      auto open = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_; };
+      mu_.AwaitWithTimeout(absl::Condition(&open), absl::Minutes(1));
       return true;
     };
   }
@@ -182,7 +189,19 @@ class Releases {
     absl::MutexLock lock(&mu_);
     return count_;
   }
-  // Waits (up to a minute) for `n` releases.
+  std::thread::id thread() {
+    absl::MutexLock lock(&mu_);
+    return thread_;
+  }
+  void Hold() {
+    absl::MutexLock lock(&mu_);
+    open_ = false;
+  }
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  // Waits (up to a minute) for `n` releases to have started.
   bool AwaitCount(int n) {
     absl::MutexLock lock(&mu_);
     auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -194,62 +213,218 @@ class Releases {
  private:
   absl::Mutex mu_;
   int count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  std::thread::id thread_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST(SidecarServerMemoryTest, ReleasesFreeHeapOnceSyncedAndAfterEachRelist) {
-  informer::FakeSource* pods = nullptr;
-  auto registry = InformerRegistry::Create(
-      {{.resource = "pods"}},
-      [&pods](const ResourceConfig&)
-          -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
-        auto source = std::make_unique<informer::FakeSource>();
-        pods = source.get();
-        return source;
-      });
-  ASSERT_TRUE(registry.ok()) << registry.status();
-  ASSERT_TRUE(pods->Add("ns", "a").ok());
-  Releases releases;
-  SidecarServer::Options options;
-  options.release_free_heap = releases.Fn();
-  auto sidecar =
-      SidecarServer::Start(registry->get(), "127.0.0.1:0", std::move(options));
-  ASSERT_TRUE(sidecar.ok()) << sidecar.status();
-  ASSERT_TRUE((*registry)->Start().ok());
-  ASSERT_TRUE((*sidecar)->WaitUntilServing(absl::Seconds(30)));
-  // Once the syncs are done.
-  ASSERT_TRUE(releases.AwaitCount(1));
-  EXPECT_EQ(releases.count(), 1);
-  InformerEntry* entry = *(*registry)->Find("pods");
-  const informer::Indexer& cache = entry->informer->GetIndexer();
-
-  // Watch events are no relist: no release. Polled: the cache has it.
-  pods->WaitForWatches(1);
-  ASSERT_TRUE(pods->Add("ns", "b").ok());
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (cache.Size() < 2 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
+// The registry's relists as its observers see them, after the server's
+// (observers are called in the order they were added).
+class Relists {
+ public:
+  explicit Relists(InformerRegistry* registry) : registry_(registry) {
+    InformerRegistry::Observer observer;
+    observer.on_relist_applied = [this](InformerEntry*) {
+      absl::MutexLock lock(&mu_);
+      ++count_;
+      thread_ = std::this_thread::get_id();
+    };
+    id_ = registry->AddObserver(std::move(observer));
   }
-  ASSERT_EQ(cache.Size(), 2u);
+  ~Relists() { registry_->RemoveObserver(id_); }
+  std::thread::id thread() {
+    absl::MutexLock lock(&mu_);
+    return thread_;
+  }
+  bool AwaitCount(int n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return count_ >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Minutes(1));
+  }
 
-  // A cut watch whose resourceVersion is gone meanwhile: one relist, one
-  // release once it is in the cache.
+ private:
+  InformerRegistry* const registry_;
+  int id_ = -1;
+  absl::Mutex mu_;
+  int count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread::id thread_ ABSL_GUARDED_BY(mu_);
+};
+
+// One relist of `pods`: its watch cut while the history it would resume
+// from is compacted away (410), with `name` added meanwhile.
+void ForceRelist(informer::FakeSource* pods, const std::string& name) {
+  pods->WaitForWatches(1);
   pods->BreakWatches(absl::UnavailableError("connection reset"));
-  ASSERT_TRUE(pods->Add("ns", "c").ok());
+  ASSERT_TRUE(pods->Add("ns", name).ok());
   pods->CompactHistory();
-  ASSERT_TRUE(releases.AwaitCount(2));
-  EXPECT_EQ(cache.Size(), 3u);
+}
+
+// The informer's notifications as a handler sees them: how many objects
+// it holds after them.
+class Delivered : public informer::ResourceEventHandler {
+ public:
+  void OnAdd(const informer::ObjectPtr&, bool) override { Change(1); }
+  void OnUpdate(const informer::ObjectPtr&,
+                const informer::ObjectPtr&) override {}
+  void OnDelete(const informer::ObjectPtr&, bool) override { Change(-1); }
+  // Waits (up to a minute) until the handler saw `n` objects.
+  bool AwaitSize(int n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return size_ == n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Minutes(1));
+  }
+
+ private:
+  void Change(int d) {
+    absl::MutexLock lock(&mu_);
+    size_ += d;
+  }
+  absl::Mutex mu_;
+  int size_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A registry of pods, configmaps and secrets over FakeSources (an "a" each)
+// with a SidecarServer in front. Relists of different resources, each its
+// first: a resource's repeated 410s grow its reflector's back-off.
+class SidecarServerMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto registry = InformerRegistry::Create(
+        {{.resource = "pods"},
+         {.resource = "configmaps"},
+         {.resource = "secrets"}},
+        [this](const ResourceConfig& config)
+            -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
+          auto source = std::make_unique<informer::FakeSource>();
+          sources_[config.resource] = source.get();
+          return source;
+        });
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    registry_ = *std::move(registry);
+    pods_ = sources_["pods"];
+    // A relist into an empty cache is a first list, not reported.
+    for (const auto& [resource, source] : sources_) {
+      ASSERT_TRUE(source->Add("ns", "a").ok());
+    }
+  }
+  void TearDown() override {
+    relists_.reset();
+    if (registration_ != nullptr) {
+      EXPECT_TRUE(informer().RemoveEventHandler(registration_).ok());
+    }
+    if (registry_ != nullptr) registry_->Stop();
+  }
+  // Starts the server (then the registry), waits for SERVING and the
+  // post-sync release.
+  void Start(SidecarServer::Options options) {
+    auto sidecar = SidecarServer::Start(registry_.get(), "127.0.0.1:0",
+                                        std::move(options));
+    ASSERT_TRUE(sidecar.ok()) << sidecar.status();
+    sidecar_ = *std::move(sidecar);
+    relists_ = std::make_unique<Relists>(registry_.get());
+    registration_ = *informer().AddEventHandler(&delivered_);
+    ASSERT_TRUE(registry_->Start().ok());
+    ASSERT_TRUE(sidecar_->WaitUntilServing(absl::Seconds(30)));
+    // SERVING comes after the post-sync release, not before.
+    EXPECT_EQ(releases_.count(), 1);
+  }
+  informer::SharedIndexInformer& informer() {
+    return *(*registry_->Find("pods"))->informer;
+  }
+  const informer::Indexer& cache() { return informer().GetIndexer(); }
+
+  std::map<std::string, informer::FakeSource*> sources_;
+  informer::FakeSource* pods_ = nullptr;
+  std::unique_ptr<InformerRegistry> registry_;
+  Releases releases_;
+  Delivered delivered_;
+  informer::HandlerRegistration* registration_ = nullptr;
+  std::unique_ptr<SidecarServer> sidecar_;
+  std::unique_ptr<Relists> relists_;
+};
+
+TEST_F(SidecarServerMemoryTest, ReleasesFreeHeapOnceSyncedAndAfterEachRelist) {
+  SidecarServer::Options options;
+  options.release_free_heap = releases_.Fn();
+  Start(std::move(options));
+  InformerEntry* entry = *registry_->Find("pods");
+
+  // Watch events are no relist: no release.
+  pods_->WaitForWatches(1);
+  ASSERT_TRUE(pods_->Add("ns", "b").ok());
+  ASSERT_TRUE(delivered_.AwaitSize(2));
+
+  // One relist, one release once it is in the cache, on the releaser's
+  // thread, not the informer's.
+  ForceRelist(pods_, "c");
+  ASSERT_TRUE(releases_.AwaitCount(2));
+  ASSERT_TRUE(relists_->AwaitCount(1));
+  EXPECT_EQ(cache().Size(), 3u);
   EXPECT_EQ(entry->informer->GetReflectorCounters().relists, 1);
+  EXPECT_NE(releases_.thread(), relists_->thread());
+  EXPECT_NE(releases_.thread(), std::this_thread::get_id());
 
   // A later event: still two.
-  pods->WaitForWatches(1);
-  ASSERT_TRUE(pods->Delete("ns", "a").ok());
-  while (cache.Size() > 2 && absl::Now() < deadline + absl::Seconds(30)) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  ASSERT_EQ(cache.Size(), 2u);
-  EXPECT_EQ(releases.count(), 2);
-  sidecar->reset();
-  (*registry)->Stop();
+  pods_->WaitForWatches(1);
+  ASSERT_TRUE(pods_->Delete("ns", "a").ok());
+  ASSERT_TRUE(delivered_.AwaitSize(2));
+  EXPECT_EQ(releases_.count(), 2);
+}
+
+TEST_F(SidecarServerMemoryTest,
+       ARunningReleaseStallsNoEventsAndRelistsCoalesce) {
+  HeapReleaser::Options releaser_options;
+  releaser_options.release = releases_.Fn();
+  HeapReleaser releaser(std::move(releaser_options));
+  SidecarServer::Options options;
+  options.heap_releaser = &releaser;
+  Start(std::move(options));
+
+  // A relist whose release takes as long as the test likes.
+  releases_.Hold();
+  ForceRelist(pods_, "b");
+  ASSERT_TRUE(releases_.AwaitCount(2));
+  // Meanwhile the informer delivers events, and two more relists come.
+  pods_->WaitForWatches(1);
+  ASSERT_TRUE(pods_->Add("ns", "c").ok());
+  ASSERT_TRUE(delivered_.AwaitSize(3));
+  EXPECT_EQ(cache().Size(), 3u);
+  ForceRelist(sources_["configmaps"], "x");
+  ForceRelist(sources_["secrets"], "x");
+  ASSERT_TRUE(relists_->AwaitCount(3));
+  EXPECT_EQ(releases_.count(), 2);
+  // The two relists asked while one release ran: one release after it (a
+  // fourth, waited for, comes right after that).
+  releases_.Open();
+  ASSERT_TRUE(releaser.ReleaseAndWait());
+  EXPECT_EQ(releases_.count(), 4);
+  sidecar_.reset();
+}
+
+TEST_F(SidecarServerMemoryTest, ShutsDownWithAReleaseRunningAndOnePending) {
+  SidecarServer::Options options;
+  options.release_free_heap = releases_.Fn();
+  Start(std::move(options));
+  releases_.Hold();
+  ForceRelist(pods_, "b");
+  ASSERT_TRUE(releases_.AwaitCount(2));
+  ForceRelist(sources_["configmaps"], "x");
+  ASSERT_TRUE(relists_->AwaitCount(2));
+  // The server's releaser finishes the running release, drops or runs the
+  // pending one (whether its stop came first), and is joined.
+  std::thread destroy([this] { sidecar_.reset(); });
+  releases_.Open();
+  destroy.join();
+  const int released = releases_.count();
+  EXPECT_GE(released, 2);
+  EXPECT_LE(released, 3);
+  // Relists after the server is gone ask nobody.
+  ForceRelist(sources_["secrets"], "x");
+  ASSERT_TRUE(relists_->AwaitCount(3));
+  EXPECT_EQ(releases_.count(), released);
 }
 
 }  // namespace
