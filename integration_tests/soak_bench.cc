@@ -330,11 +330,24 @@ int Metric(int http_port, const std::string& series) {
 constexpr char kRelists[] =
     "informer_sidecar_informer_relists_total{resource=\"configmaps\"}";
 constexpr char kHeap[] = "informer_sidecar_heap_in_use_bytes";
+constexpr char kHeapAge[] = "informer_sidecar_heap_in_use_age_seconds";
 constexpr char kHistory[] =
     "informer_sidecar_watch_history_bytes{resource=\"configmaps\"}";
 constexpr char kExpired[] =
     "informer_sidecar_informer_errors_total{resource=\"configmaps\","
     "kind=\"http_410\"}";
+
+// The heap in use, measured at most 10 s before: the sidecar measures it
+// off the scrape path, after a scrape that finds its value older (which
+// still gets the old one), so wait for that measurement.
+double FreshHeapInUse(int http_port) {
+  for (int i = 0; i < 50; ++i) {
+    const double age = MetricValue(http_port, kHeapAge);
+    if (age >= 0 && age < 10) break;
+    absl::SleepFor(absl::Milliseconds(100));  // NOLINT: no event to wait on
+  }
+  return MetricValue(http_port, kHeap);
+}
 
 // The sidecar's HTTP port from its --ports_file ("grpc=... http=N").
 int HttpPort(const std::string& ports_file) {
@@ -565,7 +578,7 @@ int Run(const char* argv0) {
     max_stale = std::max(max_stale, c.cache_stale);
     rss.push_back(StatusValue(pid, "VmRSS") / 1024);
     const double heap_rss = HeapRssKb(pid) / 1024;
-    heap.push_back(MetricValue(http, kHeap) / 1e6);
+    heap.push_back(FreshHeapInUse(http) / 1e6);
     const double history = MetricValue(http, kHistory) / 1e6;
     threads.push_back(StatusValue(pid, "Threads"));
     const bool ok =
