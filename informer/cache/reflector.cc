@@ -32,6 +32,8 @@ Reflector::Reflector(ListerWatcher* lw, DeltaFIFO* fifo, Clock* clock,
       fifo_(fifo),
       clock_(clock),
       options_(std::move(options)),
+      resume_gate_(!options_.resume_resource_version.empty() &&
+                   options_.resume_state_pending),
       backoff_(options_.backoff_initial),
       rng_(options_.random_seed != 0 ? options_.random_seed
                                      : std::random_device{}()) {}
@@ -78,6 +80,52 @@ void Reflector::Stop() {
   if (current_watch_ != nullptr) current_watch_->Stop();
 }
 
+void Reflector::ResumeStateReady(bool usable) {
+  absl::MutexLock lock(&mu_);
+  if (!resume_usable_.has_value()) resume_usable_ = usable;
+}
+
+Reflector::Gate Reflector::PassResumeGate() {
+  bool usable = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!resume_gate_) return Gate::kPass;
+    auto decided = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopped_ || resume_usable_.has_value();
+    };
+    mu_.Await(absl::Condition(&decided));
+    if (stopped_) return Gate::kStopped;
+    resume_gate_ = false;
+    usable = *resume_usable_;
+    if (!usable) {
+      // As if never resumed: the next list is a cold start's.
+      catch_up_rv_.clear();
+      resume_watch_next_ = false;
+      last_sync_rv_.clear();
+      listed_rv_.clear();
+      listed_once_ = false;
+      last_rv_unavailable_ = false;
+    }
+  }
+  if (!usable) {
+    LOG(WARNING) << options_.name << ": the state to resume from "
+                 << options_.resume_resource_version
+                 << " is not usable: listing instead";
+    return Gate::kAbandoned;
+  }
+  ApplyResumedState();
+  NoteCaughtUp(options_.resume_resource_version);
+  return Gate::kPass;
+}
+
+void Reflector::ApplyResumedState() {
+  // The consumer's store holds the state at the resumed RV already: for
+  // the FIFO, a list applied out of its sight (so a later relist is no
+  // initial list, and that RV is the applied resourceVersion).
+  fifo_->ReplaceApplied(options_.resume_resource_version,
+                        [](bool) { return true; });
+}
+
 namespace {
 
 std::string FormatMillis(absl::Duration d) {
@@ -96,10 +144,13 @@ bool Reflector::ResourceVersionAtLeast(absl::string_view a,
 
 Reflector::State Reflector::DoResume() {
   const std::string& from = options_.resume_resource_version;
-  // The consumer's store holds the state at `from` already: for the FIFO,
-  // a list applied out of its sight (so a later relist is no initial
-  // list, and `from` is the applied resourceVersion).
-  fifo_->ReplaceApplied(from, [](bool) { return true; });
+  bool pending = false;
+  {
+    absl::MutexLock lock(&mu_);
+    pending = resume_gate_;
+  }
+  // Pending: at the gate, once the state is in place.
+  if (!pending) ApplyResumedState();
   ListOptions probe;
   // A consistent read (RV "") of no object: the server's current RV for
   // a few hundred bytes. Unpaged, so nothing is prefetched.
@@ -127,8 +178,9 @@ Reflector::State Reflector::DoResume() {
     resume_watch_next_ = now_rv != from;
   }
   LOG(INFO) << options_.name << ": resuming from resourceVersion " << from
-            << "; the server is at " << now_rv;
-  NoteCaughtUp(from);
+            << "; the server is at " << now_rv
+            << (pending ? " (the state is still loading)" : "");
+  if (!pending) NoteCaughtUp(from);
   return State::kWatch;
 }
 
@@ -248,6 +300,7 @@ Reflector::State Reflector::OnListFailed(const absl::Status& status,
 }
 
 Reflector::State Reflector::DoList() {
+  if (PassResumeGate() == Gate::kStopped) return State::kStopped;
   ListOptions opts = StartList();
   const absl::Time list_start = clock_->Now();
   std::vector<ObjectPtr> items;
@@ -531,8 +584,21 @@ absl::Status Reflector::ApplyEvent(const WatchEvent& ev, WatchRound* round) {
 }
 
 Reflector::State Reflector::DoWatch(bool watch_list) {
+  // A WatchList is a list: the state must be decided before it starts.
+  if (watch_list && PassResumeGate() == Gate::kStopped) return State::kStopped;
   absl::StatusOr<std::unique_ptr<WatchStream>> watch = OpenWatch(watch_list);
   if (!watch.ok()) return OnWatchOpenFailed(watch_list, watch.status());
+  // The resume's watch is open (its server-side clock running) while the
+  // state may still be loading: its events wait, unread, until it is in
+  // place; if it never will be, the watch is dropped and a list follows.
+  switch (PassResumeGate()) {
+    case Gate::kPass:
+      break;
+    case Gate::kAbandoned:
+      return State::kList;
+    case Gate::kStopped:
+      return State::kStopped;
+  }
   WatchStream* stream = watch->get();
   {
     absl::MutexLock lock(&mu_);

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -144,6 +145,16 @@ class Reflector {
     std::string resume_resource_version;
     std::function<void(const std::string& caught_up_rv)> on_caught_up;
     absl::Duration resume_watch_timeout = absl::Seconds(3);
+    // With resume_resource_version: the consumer does not hold that state
+    // yet (a snapshot still loading). The resume reads the server's
+    // resourceVersion and opens its watch all the same, so that the
+    // server's clock for its first bookmark runs during the load, but
+    // nothing reaches the FIFO (no event, no list, not the resume's own
+    // ReplaceApplied) until ResumeStateReady says how it went: usable,
+    // and the resume goes on as above, the watch's events read in their
+    // order; or not, and the watch is dropped unread and the reflector
+    // lists as a cold start does (RV "0"), the FIFO untouched.
+    bool resume_state_pending = false;
     uint64_t random_seed = 0;  // 0: seeded from the OS
   };
 
@@ -181,6 +192,10 @@ class Reflector {
 
   void Run();
   void Stop();
+  // With Options::resume_state_pending: the consumer's state at the
+  // resumed resourceVersion is in place (`usable`), or never will be
+  // (the load failed: list cold). Once; any thread.
+  void ResumeStateReady(bool usable) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::string LastSyncResourceVersion() const;
   Counters GetCounters() const;
@@ -211,6 +226,16 @@ class Reflector {
   State DoResume();
   // Calls on_caught_up once `rv` reached the RV the resume waits for.
   void NoteCaughtUp(const std::string& rv);
+  // Before anything reaches the FIFO: waits for ResumeStateReady while
+  // the resume's state is pending (Options::resume_state_pending).
+  // kPass: the state is in place (the FIFO now reflects the resumed RV),
+  // or nothing was pending; kAbandoned: it never will be, and the
+  // reflector is reset to list as a cold start; kStopped.
+  enum class Gate { kPass, kAbandoned, kStopped };
+  Gate PassResumeGate();
+  // The resume's first touch of the FIFO: the consumer holds the state at
+  // Options::resume_resource_version.
+  void ApplyResumedState();
   // Lists every page into one Replace, then kWatch.
   State DoList();
   // The first page's options: the RV to list at (see DoList), counted.
@@ -287,6 +312,10 @@ class Reflector {
   std::string catch_up_rv_ ABSL_GUARDED_BY(mu_);
   // The next watch is the resume's first: Options::resume_watch_timeout.
   bool resume_watch_next_ ABSL_GUARDED_BY(mu_) = false;
+  // Options::resume_state_pending until the gate was passed, and what
+  // ResumeStateReady said (unset: not yet).
+  bool resume_gate_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<bool> resume_usable_ ABSL_GUARDED_BY(mu_);
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time last_failure_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Counters counters_ ABSL_GUARDED_BY(mu_);

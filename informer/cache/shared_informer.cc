@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/memory/memory.h"
+#include "absl/strings/str_cat.h"
 #include "informer/cache/list_reconciler.h"
 
 namespace informer {
@@ -139,7 +140,7 @@ absl::Status SharedIndexInformer::RemoveEventHandler(
 
 absl::Status SharedIndexInformer::SetTransform(TransformFunc transform) {
   absl::MutexLock lock(&handle_mu_);
-  if (started_) {
+  if (started_ || resume_ != Resume::kNone) {
     return absl::FailedPreconditionError(
         "SetTransform: informer already started");
   }
@@ -150,7 +151,7 @@ absl::Status SharedIndexInformer::SetTransform(TransformFunc transform) {
 absl::Status SharedIndexInformer::SetWatchErrorHandler(
     std::function<void(const absl::Status&)> handler) {
   absl::MutexLock lock(&handle_mu_);
-  if (started_) {
+  if (started_ || resume_ != Resume::kNone) {
     return absl::FailedPreconditionError(
         "SetWatchErrorHandler: informer already started");
   }
@@ -173,7 +174,19 @@ absl::Status SharedIndexInformer::SetInitialState(
     }
   }
   absl::MutexLock lock(&handle_mu_);
-  if (started_) {
+  if (resume_ == Resume::kPending) {
+    if (resource_version != initial_rv_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SetInitialState: the resume began from "
+                       "resourceVersion ",
+                       initial_rv_, ", not ", resource_version));
+    }
+    initial_objects_ = std::move(objects);
+    resume_ = Resume::kLoaded;
+    DecideResumeLocked();
+    return absl::OkStatus();
+  }
+  if (started_ || resume_ != Resume::kNone) {
     return absl::FailedPreconditionError(
         "SetInitialState: informer already started");
   }
@@ -182,10 +195,74 @@ absl::Status SharedIndexInformer::SetInitialState(
   return absl::OkStatus();
 }
 
-void SharedIndexInformer::ApplyInitialStateLocked(Reflector::Options* ro) {
-  if (initial_rv_.empty()) return;
-  // Indexed before the reflector runs: the first watch event finds the
-  // state it follows.
+absl::Status SharedIndexInformer::BeginResume(std::string resource_version) {
+  if (resource_version.empty()) {
+    return absl::InvalidArgumentError("BeginResume: empty resourceVersion");
+  }
+  absl::MutexLock lock(&handle_mu_);
+  if (started_ || resume_ != Resume::kNone || !initial_rv_.empty()) {
+    return absl::FailedPreconditionError(
+        "BeginResume: the informer was started or given a state");
+  }
+  {
+    absl::MutexLock sync_lock(&sync_mu_);
+    if (stopped_) {
+      return absl::FailedPreconditionError("BeginResume: informer stopped");
+    }
+  }
+  initial_rv_ = std::move(resource_version);
+  resume_ = Resume::kPending;
+  Reflector::Options ro = ReflectorOptionsLocked();
+  ResumeOptions(&ro);
+  ro.resume_state_pending = true;
+  Reflector* r = nullptr;
+  {
+    absl::MutexLock reflector_lock(&reflector_mu_);
+    reflector_ =
+        std::make_unique<Reflector>(lw_, &fifo_, clock_, std::move(ro));
+    r = reflector_.get();
+  }
+  reflector_thread_ = std::thread([r] { r->Run(); });
+  LOG(INFO) << options_.name << ": resuming from resourceVersion "
+            << initial_rv_ << " while its state loads";
+  return absl::OkStatus();
+}
+
+absl::Status SharedIndexInformer::AbandonResume(const absl::Status& why) {
+  absl::MutexLock lock(&handle_mu_);
+  if (resume_ != Resume::kPending) {
+    return absl::FailedPreconditionError(
+        "AbandonResume: no resume waiting for its state");
+  }
+  LOG(WARNING) << options_.name << ": not resuming from resourceVersion "
+               << initial_rv_ << " (" << why.message()
+               << "): listing as a cold start";
+  initial_rv_.clear();
+  resume_ = Resume::kAbandoned;
+  DecideResumeLocked();
+  return absl::OkStatus();
+}
+
+void SharedIndexInformer::DecideResumeLocked() {
+  if (!started_) return;
+  if (resume_ != Resume::kLoaded && resume_ != Resume::kAbandoned) return;
+  const bool usable = resume_ == Resume::kLoaded;
+  // Installed first, under handle_mu_: the watch's events, applied once
+  // the reflector is told, find the state they follow.
+  if (usable) InstallInitialStateLocked();
+  resume_ = Resume::kDone;
+  absl::MutexLock reflector_lock(&reflector_mu_);
+  reflector_->ResumeStateReady(usable);
+}
+
+void SharedIndexInformer::ResumeOptions(Reflector::Options* ro) {
+  ro->resume_resource_version = initial_rv_;
+  ro->on_caught_up = [this](const std::string& rv) { OnCaughtUp(rv); };
+}
+
+void SharedIndexInformer::InstallInitialStateLocked() {
+  // Indexed before the reflector applies anything: the first watch event
+  // finds the state it follows.
   indexer_.Replace(std::move(initial_objects_), initial_rv_);
   initial_objects_.clear();
   if (!registrations_.empty()) {
@@ -204,8 +281,6 @@ void SharedIndexInformer::ApplyInitialStateLocked(Reflector::Options* ro) {
     resumed_ = true;
   }
   dedupe_replay_.store(true);
-  ro->resume_resource_version = initial_rv_;
-  ro->on_caught_up = [this](const std::string& rv) { OnCaughtUp(rv); };
   LOG(INFO) << options_.name << ": starting from " << indexer_.Size()
             << " objects at resourceVersion " << initial_rv_;
 }
@@ -256,6 +331,29 @@ absl::Status SharedIndexInformer::Start() {
     }
   }
   started_ = true;
+  Reflector* r = nullptr;
+  if (resume_ == Resume::kNone) {
+    Reflector::Options ro = ReflectorOptionsLocked();
+    if (!initial_rv_.empty()) {
+      InstallInitialStateLocked();
+      ResumeOptions(&ro);
+    }
+    absl::MutexLock reflector_lock(&reflector_mu_);
+    reflector_ =
+        std::make_unique<Reflector>(lw_, &fifo_, clock_, std::move(ro));
+    r = reflector_.get();
+  } else {
+    // BeginResume's reflector runs already, waiting for the state.
+    DecideResumeLocked();
+  }
+  for (auto& reg : registrations_) reg->listener_->Start();
+  process_thread_ = std::thread([this] { ProcessLoop(); });
+  if (r != nullptr) reflector_thread_ = std::thread([r] { r->Run(); });
+  LOG(INFO) << options_.name << ": informer started";
+  return absl::OkStatus();
+}
+
+Reflector::Options SharedIndexInformer::ReflectorOptionsLocked() {
   Reflector::Options ro = options_.reflector;
   ro.name = options_.name;
   ro.transform = transform_;
@@ -264,19 +362,7 @@ absl::Status SharedIndexInformer::Start() {
   ro.should_resync = [this] { return ShouldResync(); };
   ro.on_replaced = [this] { OnRelisted(); };
   ro.begin_list_stage = [this] { return BeginListStage(); };
-  ApplyInitialStateLocked(&ro);
-  Reflector* r = nullptr;
-  {
-    absl::MutexLock reflector_lock(&reflector_mu_);
-    reflector_ =
-        std::make_unique<Reflector>(lw_, &fifo_, clock_, std::move(ro));
-    r = reflector_.get();
-  }
-  for (auto& reg : registrations_) reg->listener_->Start();
-  process_thread_ = std::thread([this] { ProcessLoop(); });
-  reflector_thread_ = std::thread([r] { r->Run(); });
-  LOG(INFO) << options_.name << ": informer started";
-  return absl::OkStatus();
+  return ro;
 }
 
 bool SharedIndexInformer::IsStopped() const {

@@ -167,6 +167,29 @@ class SharedIndexInformer {
   // null object.
   absl::Status SetInitialState(std::vector<ObjectPtr> objects,
                                std::string resource_version);
+  // A warm restart whose snapshot is still loading, before Start (instead
+  // of SetInitialState first): the state to come is at `resource_version`
+  // (a snapshot's header says so before its objects are read). The
+  // reflector starts at once: it reads the server's current
+  // resourceVersion and opens the watch from `resource_version`, so that
+  // the catch-up (kube-apiserver's first bookmark comes about a second
+  // after a watch starts) runs while the objects load; it applies nothing
+  // until the state is in place (Reflector::Options::resume_state_pending).
+  // Then exactly one of, before or after Start:
+  //  - SetInitialState(objects, resource_version): the objects are
+  //    installed (at Start, or at that call if later) as SetInitialState
+  //    says, and only then the watch's events are applied, in order;
+  //  - AbandonResume (the load failed): the watch is dropped unread, and
+  //    the informer lists as a cold start does.
+  // Nothing reaches the cache or the handlers before Start. Handlers added
+  // after BeginResume get periodic resync only at the period fixed then
+  // (the default_resync_period, or that of handlers added before).
+  // InvalidArgument for an empty resource_version; FailedPrecondition
+  // after Start, SetInitialState, a BeginResume or Stop.
+  absl::Status BeginResume(std::string resource_version);
+  // See BeginResume (FailedPrecondition without one, or once its state
+  // was given); `why` is logged.
+  absl::Status AbandonResume(const absl::Status& why);
   // The cache's objects and a resourceVersion they reflect at least (they
   // may include a few events past it, never miss one before it): what a
   // snapshot stores. The pointers are copied under the store's lock; the
@@ -245,10 +268,18 @@ class SharedIndexInformer {
   bool SyncedOrStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_) {
     return synced_ || stopped_;
   }
-  // Start's part for SetInitialState: fills the indexer, tells the
-  // handlers, and points the reflector's options at the resume.
-  void ApplyInitialStateLocked(Reflector::Options* ro)
+  // The reflector's options as Start (or BeginResume) finds them.
+  Reflector::Options ReflectorOptionsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
+  // Points the reflector's options at the resume from initial_rv_.
+  void ResumeOptions(Reflector::Options* ro)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
+  // SetInitialState's state into the indexer (indexes built), an add per
+  // object to the handlers, and the informer awaiting its catch-up.
+  void InstallInitialStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
+  // After BeginResume: once started and the state decided, installs it
+  // (if loaded) and tells the reflector.
+  void DecideResumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
   // The reflector's word that the server's current resourceVersion `rv`
   // has been handed to the FIFO (see
   // Reflector::Options::on_caught_up).
@@ -295,6 +326,11 @@ class SharedIndexInformer {
   // SetInitialState's state until Start.
   std::vector<ObjectPtr> initial_objects_ ABSL_GUARDED_BY(handle_mu_);
   std::string initial_rv_ ABSL_GUARDED_BY(handle_mu_);
+  // BeginResume's course: kPending (the reflector waits for the state),
+  // kLoaded or kAbandoned (decided; the reflector is told once started),
+  // kDone (told).
+  enum class Resume { kNone, kPending, kLoaded, kAbandoned, kDone };
+  Resume resume_ ABSL_GUARDED_BY(handle_mu_) = Resume::kNone;
 
   // Its own lock, not handle_mu_: the accessors must not wait for a staged
   // list's commit, which holds handle_mu_ while it hands out the list.

@@ -1,7 +1,9 @@
 // An informer started from a saved state (SetInitialState, a warm restart):
 // it watches from the state's resourceVersion instead of listing, reports
 // synced once caught up with the server, and relists as a diff when the
-// server no longer has that resourceVersion.
+// server no longer has that resourceVersion. With BeginResume the watch
+// opens while the state still loads: its events are applied only once the
+// state is in place, in order, and a load that fails lists cold.
 
 #include <algorithm>
 #include <memory>
@@ -47,11 +49,17 @@ class Recorder : public ResourceEventHandler {
   // The events after the first `skip`, sorted (order across keys is not
   // part of the contract).
   std::vector<std::string> SortedAfter(size_t skip) {
+    return Sorted(Events(skip));
+  }
+  // The events after the first `skip`, in the order seen.
+  std::vector<std::string> Events(size_t skip = 0) {
     absl::MutexLock lock(&mu_);
-    std::vector<std::string> tail(
+    return std::vector<std::string>(
         events_.begin() + std::min(skip, events_.size()), events_.end());
-    std::sort(tail.begin(), tail.end());
-    return tail;
+  }
+  static std::vector<std::string> Sorted(std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
   }
 
  private:
@@ -199,6 +207,128 @@ TEST_F(SharedInformerResumeTest, CopyStateReflectsTheAppliedVersion) {
   SharedIndexInformer::StateCopy copy = informer.CopyState();
   EXPECT_EQ(copy.resource_version, saved_rv_);
   EXPECT_EQ(Versions(copy.objects), Versions(saved_));
+}
+
+TEST_F(SharedInformerResumeTest, EventsDuringTheLoadAreAppliedAfterItInOrder) {
+  ASSERT_NO_FATAL_FAILURE(Change());
+  const int64_t lists_before = source_.list_calls();
+  SharedIndexInformer informer(&source_, Options());
+  Recorder rec;
+  ASSERT_TRUE(informer.AddEventHandler(&rec).ok());
+  ASSERT_TRUE(informer.BeginResume(saved_rv_).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  // The watch from the state's resourceVersion is open while the state
+  // loads; more changes arrive on it meanwhile.
+  source_.WaitForWatches(1);
+  ASSERT_TRUE(source_.Modify("ns", "a", {{"v", "2"}}).ok());
+  ASSERT_TRUE(source_.Modify("ns", "a", {{"v", "3"}}).ok());
+  ASSERT_TRUE(source_.Delete("ns", "d").ok());
+  // Nothing is applied to the empty cache, nothing reaches the handler.
+  EXPECT_FALSE(informer.HasSynced());
+  EXPECT_TRUE(informer.GetIndexer().List().empty());
+  EXPECT_EQ(informer.LastAppliedResourceVersion(), "");
+  EXPECT_TRUE(rec.Events().empty());
+  // The state is in place: then every event since it, in order. (Synced
+  // comes once the server's resourceVersion at the probe is applied; the
+  // changes made after the probe may come after it.)
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_TRUE(informer.Resumed());
+  rec.WaitFor(10);
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(source_));
+  EXPECT_EQ(source_.list_calls() - lists_before, 1);  // the probe
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 0);
+  const std::vector<std::string> all = rec.Events();
+  ASSERT_EQ(all.size(), 10u);
+  EXPECT_EQ(Recorder::Sorted({all.begin(), all.begin() + 4}),
+            (std::vector<std::string>{"add a initial", "add b initial",
+                                      "add c initial", "add d initial"}));
+  EXPECT_EQ(rec.Events(4),
+            (std::vector<std::string>{"update b", "delete c", "add e",
+                                      "update a", "update a", "delete d"}));
+}
+
+TEST_F(SharedInformerResumeTest, TheStateGivenBeforeStartIsInstalledAtStart) {
+  // The sidecar's order: the resume begins, the objects load, and only
+  // then the informer starts (its handlers registered in between).
+  SharedIndexInformer informer(&source_, Options());
+  ASSERT_TRUE(informer.BeginResume(saved_rv_).ok());
+  source_.WaitForWatches(1);
+  ASSERT_NO_FATAL_FAILURE(Change());
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  EXPECT_TRUE(informer.GetIndexer().List().empty());
+  EXPECT_FALSE(informer.HasSynced());
+  Recorder rec;
+  ASSERT_TRUE(informer.AddEventHandler(&rec).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  rec.WaitFor(7);  // the changes came after the probe: maybe after synced
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(source_));
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 0);
+  EXPECT_EQ(rec.Events(4),
+            (std::vector<std::string>{"update b", "delete c", "add e"}));
+}
+
+TEST_F(SharedInformerResumeTest, ALoadThatFailsDuringTheWatchListsCold) {
+  ASSERT_NO_FATAL_FAILURE(Change());
+  SharedIndexInformer informer(&source_, Options());
+  Recorder rec;
+  ASSERT_TRUE(informer.AddEventHandler(&rec).ok());
+  ASSERT_TRUE(informer.BeginResume(saved_rv_).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  source_.WaitForWatches(1);
+  ASSERT_TRUE(source_.Modify("ns", "a", {{"v", "2"}}).ok());
+  ASSERT_TRUE(source_.Delete("ns", "d").ok());
+  ASSERT_TRUE(
+      informer.AbandonResume(absl::DataLossError("a garbled snapshot")).ok());
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_FALSE(informer.Resumed());
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(source_));
+  // A cold start's list (not a relist), and the watch's events dropped
+  // unread: each object once, as the list has it, nothing else.
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 1);
+  EXPECT_EQ(informer.GetReflectorCounters().relists, 0);
+  rec.WaitFor(3);
+  EXPECT_EQ(rec.SortedAfter(0),
+            (std::vector<std::string>{"add a initial", "add b initial",
+                                      "add e initial"}));
+  // And it goes on from the list: a later change once.
+  ASSERT_TRUE(source_.Modify("ns", "b", {{"v", "3"}}).ok());
+  rec.WaitFor(4);
+  EXPECT_EQ(rec.Events(3), std::vector<std::string>{"update b"});
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(source_));
+}
+
+TEST_F(SharedInformerResumeTest, AResumeAbandonedBeforeStartListsAtStart) {
+  SharedIndexInformer informer(&source_, Options());
+  ASSERT_TRUE(informer.BeginResume(saved_rv_).ok());
+  source_.WaitForWatches(1);
+  ASSERT_NO_FATAL_FAILURE(Change());
+  ASSERT_TRUE(informer.AbandonResume(absl::DataLossError("truncated")).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(source_));
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 1);
+  EXPECT_EQ(informer.GetReflectorCounters().relists, 0);
+}
+
+TEST_F(SharedInformerResumeTest, BeginResumeChecksItsCourse) {
+  SharedIndexInformer informer(&source_, Options());
+  EXPECT_TRUE(absl::IsInvalidArgument(informer.BeginResume("")));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      informer.AbandonResume(absl::DataLossError("x"))));
+  ASSERT_TRUE(informer.BeginResume(saved_rv_).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(informer.BeginResume(saved_rv_)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(informer.SetTransform(nullptr)));
+  // The state must be the one the resume began from.
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(informer.SetInitialState(saved_, "999999")));
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      informer.AbandonResume(absl::DataLossError("x"))));
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(informer.SetInitialState(saved_, saved_rv_)));
+  // Never started: Stop (the destructor) ends the waiting reflector.
 }
 
 }  // namespace

@@ -506,11 +506,10 @@ absl::Status ReadBody(FrameReader& reader, const TransformOptions& transform,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
-    const std::string& path, const SnapshotIdentity& expected,
-    const TransformOptions& transform, const SnapshotReadOptions& options) {
+// The file at `path`, to be read from its start (`sequential`: all of
+// it, in order).
+absl::StatusOr<std::unique_ptr<FrameReader>> OpenFrames(const std::string& path,
+                                                        bool sequential) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) {
@@ -526,14 +525,42 @@ absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
     close(fd);
     return SnapshotIoError(path, "fstat", err);
   }
-  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  FrameReader reader(path, fd, static_cast<uint64_t>(st.st_size));
+  if (sequential) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return std::make_unique<FrameReader>(path, fd,
+                                       static_cast<uint64_t>(st.st_size));
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
+    const std::string& path, const SnapshotIdentity& expected,
+    const TransformOptions& transform, const SnapshotReadOptions& options) {
+  absl::StatusOr<std::unique_ptr<FrameReader>> opened =
+      OpenFrames(path, /*sequential=*/true);
+  if (!opened.ok()) return opened.status();
+  FrameReader& reader = **opened;
   LoadedSnapshot out;
   out.path = path;
   out.file_bytes = reader.size();
   absl::Status s = reader.ReadPrologue();
   if (s.ok()) s = ReadHeader(reader, expected, &out);
   if (s.ok()) s = ReadBody(reader, transform, options, &out);
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<LoadedSnapshot> ReadSnapshotHeader(
+    const std::string& dir, const SnapshotIdentity& expected) {
+  const std::string path = SnapshotPath(dir, expected);
+  absl::StatusOr<std::unique_ptr<FrameReader>> opened =
+      OpenFrames(path, /*sequential=*/false);
+  if (!opened.ok()) return opened.status();
+  FrameReader& reader = **opened;
+  LoadedSnapshot out;
+  out.path = path;
+  out.file_bytes = reader.size();
+  absl::Status s = reader.ReadPrologue();
+  if (s.ok()) s = ReadHeader(reader, expected, &out);
   if (!s.ok()) return s;
   return out;
 }
@@ -547,22 +574,10 @@ absl::StatusOr<LoadedSnapshot> ReadSnapshot(
 
 absl::StatusOr<SnapshotIdentity> ReadSnapshotFileIdentity(
     const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return SnapshotError(SnapshotProblem::kMissing,
-                           absl::StatusCode::kNotFound, path,
-                           "no snapshot file");
-    }
-    return SnapshotIoError(path, "opening the file", errno);
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return SnapshotIoError(path, "fstat", err);
-  }
-  FrameReader reader(path, fd, static_cast<uint64_t>(st.st_size));
+  absl::StatusOr<std::unique_ptr<FrameReader>> opened =
+      OpenFrames(path, /*sequential=*/false);
+  if (!opened.ok()) return opened.status();
+  FrameReader& reader = **opened;
   absl::Status s = reader.ReadPrologue();
   if (!s.ok()) return s;
   Frame frame;

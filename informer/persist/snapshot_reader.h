@@ -90,6 +90,16 @@ absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
     const std::string& path, const SnapshotIdentity& expected,
     const TransformOptions& transform, const SnapshotReadOptions& options = {});
 
+// The header of dir/SnapshotFileName(expected): path, resource_version,
+// written and file_bytes (no objects, no sections), read from the
+// prologue and HEADER frame only, which must be intact and of identity
+// `expected` (errors as ReadSnapshotFile's). The rest of the file is
+// neither read nor verified: what it says is only a promise, which
+// ReadSnapshot keeps or breaks. Why: where a warm restart resumes from is
+// known before the objects are loaded (SharedIndexInformer::BeginResume).
+absl::StatusOr<LoadedSnapshot> ReadSnapshotHeader(
+    const std::string& dir, const SnapshotIdentity& expected);
+
 // The identity recorded in the snapshot file at `path`, read from its
 // prologue and HEADER frame only: the rest of the file is neither read nor
 // verified (ReadSnapshotFile still checks all of it before anything of it

@@ -62,7 +62,35 @@ void SnapshotKeeper::Load() {
     absl::MutexLock lock(&mu_);
     for (auto& s : slots_) slots.push_back(s.get());
   }
+  for (Slot* slot : slots) BeginResume(slot);
   for (Slot* slot : slots) LoadOne(slot);
+}
+
+void SnapshotKeeper::BeginResume(Slot* slot) {
+  const Target& t = slot->target;
+  absl::StatusOr<informer::LoadedSnapshot> header =
+      informer::ReadSnapshotHeader(options_.dir, t.identity);
+  if (!header.ok()) return;
+  if (absl::Status st = t.informer->BeginResume(header->resource_version);
+      !st.ok()) {
+    LOG(WARNING) << t.informer->name()
+                 << ": cannot resume while loading: " << st;
+    return;
+  }
+  slot->resuming = true;
+}
+
+void SnapshotKeeper::Reject(Slot* slot, const absl::Status& why) {
+  if (slot->resuming) {
+    slot->resuming = false;
+    absl::Status st = slot->target.informer->AbandonResume(why);
+    if (!st.ok()) {
+      LOG(ERROR) << slot->target.informer->name()
+                 << ": the resume begun is not abandoned: " << st;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  ++stats_.rejected;
 }
 
 void SnapshotKeeper::LoadOne(Slot* slot) {
@@ -78,7 +106,7 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
   if (!loaded.ok()) {
     const informer::SnapshotProblem problem =
         informer::GetSnapshotProblem(loaded.status());
-    if (problem == informer::SnapshotProblem::kMissing) {
+    if (problem == informer::SnapshotProblem::kMissing && !slot->resuming) {
       LOG(INFO) << name << ": no snapshot in " << options_.dir
                 << ": cold start";
       return;
@@ -86,8 +114,7 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
     LOG(WARNING) << name << ": snapshot not used ("
                  << informer::SnapshotProblemName(problem)
                  << "): " << loaded.status().message() << ": cold start";
-    absl::MutexLock lock(&mu_);
-    ++stats_.rejected;
+    Reject(slot, loaded.status());
     return;
   }
   const size_t count = loaded->objects.size();
@@ -110,10 +137,10 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
           t.informer->SetInitialState(std::move(loaded->objects), rv);
       !st.ok()) {
     LOG(WARNING) << name << ": snapshot not used: " << st << ": cold start";
-    absl::MutexLock lock(&mu_);
-    ++stats_.rejected;
+    Reject(slot, st);
     return;
   }
+  slot->resuming = false;
   LOG(INFO) << name << ": loaded " << count << " objects (" << bytes
             << " bytes) at resourceVersion " << rv << " from " << loaded->path
             << " in " << Millis(absl::Now() - start) << " (read and decoded "

@@ -37,6 +37,13 @@ namespace server {
 // Anything else (missing, truncated, corrupted, another format version,
 // another identity) is logged with its reason, and that informer starts
 // cold: nothing of a snapshot is used unless all of it checks out.
+// Overlap: Load() first reads every snapshot's header, and each informer
+// whose header checks out begins its resume from the header's
+// resourceVersion at once (SharedIndexInformer::BeginResume: the probe
+// and the watch run while the objects load; nothing is applied before
+// they are in place); a snapshot that then fails to load abandons that
+// resume (AbandonResume: the watch is dropped unread, a cold list
+// follows).
 //
 // Writing: WriteAll() writes every synced informer's snapshot (the
 // shutdown path calls it before the informers stop); Start() runs it every
@@ -122,7 +129,8 @@ class SnapshotKeeper {
   SnapshotKeeper& operator=(const SnapshotKeeper&) = delete;
 
   void Add(Target target) ABSL_LOCKS_EXCLUDED(mu_);
-  // Loads every target's snapshot into its informer (before it starts).
+  // Loads every target's snapshot into its informer (before it starts),
+  // the resumes begun from the headers first (see the class comment).
   // Never fails: an unusable snapshot is a warning and a cold start.
   void Load() ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the periodic writes (no-op with a zero interval).
@@ -144,11 +152,21 @@ class SnapshotKeeper {
     std::string written_rv;
     std::string written_tag;
     uint64_t bytes = 0;
+    // Load's own (one thread): the informer began resuming from the
+    // header's resourceVersion, so the load must end in its state or in
+    // AbandonResume.
+    bool resuming = false;
   };
 
   SnapshotKeeper(Options options,
                  std::unique_ptr<informer::DirectoryLock> lock);
+  // From the snapshot's header: the informer's BeginResume, if it checks
+  // out (else LoadOne finds out why and says so).
+  void BeginResume(Slot* slot) ABSL_LOCKS_EXCLUDED(mu_);
   void LoadOne(Slot* slot) ABSL_LOCKS_EXCLUDED(mu_);
+  // A snapshot found unusable (after the header, or at SetInitialState):
+  // the resume begun, if any, is abandoned; counted as rejected.
+  void Reject(Slot* slot, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteOne(Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   bool StoppingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "informer/cache/event_handler.h"
@@ -223,6 +225,119 @@ TEST(SnapshotKeeperCaptureTest, CapturesAreWrittenAndTheirSectionsReadBack) {
   EXPECT_EQ(rv, "77");
   EXPECT_EQ(objects, 3u);
   EXPECT_EQ(records, (std::vector<std::string>{"r1", "r2"}));
+}
+
+// The resume begins from each snapshot's header while its objects load
+// (SharedIndexInformer::BeginResume): the watch is open before the
+// informer starts; a file whose body then fails abandons it (a cold list).
+class SnapshotKeeperResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = st::MakeTempDir();
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(source_.Add("default", absl::StrCat("cm-", i)).ok());
+    }
+    informer::SharedIndexInformer first(&source_, Options());
+    ASSERT_TRUE(first.Start().ok());
+    ASSERT_TRUE(first.WaitForSync(absl::Seconds(30)));
+    const informer::SharedIndexInformer::StateCopy state = first.CopyState();
+    absl::StatusOr<informer::SnapshotWriteStats> w = informer::WriteSnapshot(
+        dir_, st::ConfigMapsIdentity(), state.resource_version, state.objects);
+    ASSERT_TRUE(w.ok()) << w.status();
+    path_ = w->path;
+  }
+
+  static informer::SharedIndexInformer::Options Options() {
+    informer::SharedIndexInformer::Options o;
+    o.name = "configmaps";
+    o.reflector.backoff_initial = absl::Milliseconds(1);
+    o.reflector.backoff_jitter = 0;
+    return o;
+  }
+
+  // Loads into `informer`; the keeper's stats.
+  SnapshotKeeper::Stats Load(informer::SharedIndexInformer* informer) {
+    SnapshotKeeper::Options ko;
+    ko.dir = dir_;
+    ko.interval = absl::ZeroDuration();
+    absl::StatusOr<std::unique_ptr<SnapshotKeeper>> keeper =
+        SnapshotKeeper::Create(ko);
+    EXPECT_TRUE(keeper.ok()) << keeper.status();
+    if (!keeper.ok()) return {};
+    SnapshotKeeper::Target t;
+    t.informer = informer;
+    t.identity = st::ConfigMapsIdentity();
+    (*keeper)->Add(std::move(t));
+    (*keeper)->Load();
+    return (*keeper)->GetStats();
+  }
+
+  std::set<std::string> Keys(const informer::SharedIndexInformer& informer) {
+    std::set<std::string> keys;
+    for (const auto& o : informer.GetIndexer().List()) keys.insert(o->Key());
+    return keys;
+  }
+  std::set<std::string> SourceKeys() {
+    std::set<std::string> keys;
+    for (const auto& [key, o] : source_.Snapshot()) keys.insert(key);
+    return keys;
+  }
+
+  informer::FakeSource source_;
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(SnapshotKeeperResumeTest, TheWatchOpensWhileLoadingAndResumesAtStart) {
+  informer::SharedIndexInformer informer(&source_, Options());
+  const int64_t watches = source_.watch_calls();
+  EXPECT_EQ(Load(&informer).loaded, 1);
+  // Opened from the header's resourceVersion before the informer starts;
+  // a change made now comes on it.
+  source_.WaitForWatches(1);
+  EXPECT_EQ(source_.watch_calls() - watches, 1);
+  ASSERT_TRUE(source_.Delete("default", "cm-3").ok());
+  absl::Mutex mu;
+  bool deleted = false;
+  informer::ResourceEventHandlerFuncs handler;
+  handler.del = [&](const informer::ObjectPtr&, bool) {
+    absl::MutexLock lock(&mu);
+    deleted = true;
+  };
+  ASSERT_TRUE(informer.AddEventHandler(&handler).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Seconds(30)));
+  {
+    // Made after the probe: it may come after synced.
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&deleted));
+  }
+  EXPECT_TRUE(informer.Resumed());
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 0);
+  EXPECT_EQ(Keys(informer), SourceKeys());
+  EXPECT_EQ(Keys(informer).size(), 19u);
+}
+
+TEST_F(SnapshotKeeperResumeTest, AGarbledBodyAbandonsTheResumeForAColdList) {
+  // The header checks out, a later frame does not: the resume began from
+  // the header and its watch is open when the load fails.
+  std::string file = st::ReadAll(path_);
+  file[file.size() - 40] ^= 0x01;
+  st::WriteAll(path_, file);
+  informer::SharedIndexInformer informer(&source_, Options());
+  const SnapshotKeeper::Stats stats = Load(&informer);
+  EXPECT_EQ(stats.loaded, 0);
+  EXPECT_EQ(stats.rejected, 1);
+  source_.WaitForWatches(1);
+  ASSERT_TRUE(source_.Add("default", "cm-new").ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(absl::Seconds(30)));
+  EXPECT_FALSE(informer.Resumed());
+  // A cold start's list (no relist), the server's state exactly.
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 1);
+  EXPECT_EQ(informer.GetReflectorCounters().relists, 0);
+  EXPECT_EQ(Keys(informer), SourceKeys());
+  EXPECT_EQ(Keys(informer).size(), 21u);
 }
 
 }  // namespace
