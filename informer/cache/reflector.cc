@@ -113,7 +113,8 @@ Reflector::Gate Reflector::PassResumeGate() {
                  << " is not usable: listing instead";
     return Gate::kAbandoned;
   }
-  ApplyResumedState();
+  // The consumer applied the state to the FIFO itself (see
+  // ResumeStateReady): only the catch-up may be reached already.
   NoteCaughtUp(options_.resume_resource_version);
   return Gate::kPass;
 }
@@ -149,7 +150,7 @@ Reflector::State Reflector::DoResume() {
     absl::MutexLock lock(&mu_);
     pending = resume_gate_;
   }
-  // Pending: at the gate, once the state is in place.
+  // Pending: the consumer applies it once the state is in place.
   if (!pending) ApplyResumedState();
   ListOptions probe;
   // A consistent read (RV "") of no object: the server's current RV for

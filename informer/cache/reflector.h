@@ -153,7 +153,12 @@ class Reflector {
     // ReplaceApplied) until ResumeStateReady says how it went: usable,
     // and the resume goes on as above, the watch's events read in their
     // order; or not, and the watch is dropped unread and the reflector
-    // lists as a cold start does (RV "0"), the FIFO untouched.
+    // lists as a cold start does (RV "0"), the FIFO untouched. The
+    // consumer applies the state to the FIFO itself
+    // (DeltaFIFO::ReplaceApplied at resume_resource_version) before it
+    // says usable: the reflector may be far from its gate then (a probe
+    // retried while the API server is down), and the FIFO's applied
+    // resourceVersion must say where the installed state is meanwhile.
     bool resume_state_pending = false;
     uint64_t random_seed = 0;  // 0: seeded from the OS
   };
@@ -193,8 +198,9 @@ class Reflector {
   void Run();
   void Stop();
   // With Options::resume_state_pending: the consumer's state at the
-  // resumed resourceVersion is in place (`usable`), or never will be
-  // (the load failed: list cold). Once; any thread.
+  // resumed resourceVersion is in place, and applied to the FIFO
+  // (`usable`), or never will be (the load failed: list cold). Once; any
+  // thread.
   void ResumeStateReady(bool usable) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::string LastSyncResourceVersion() const;
@@ -228,8 +234,8 @@ class Reflector {
   void NoteCaughtUp(const std::string& rv);
   // Before anything reaches the FIFO: waits for ResumeStateReady while
   // the resume's state is pending (Options::resume_state_pending).
-  // kPass: the state is in place (the FIFO now reflects the resumed RV),
-  // or nothing was pending; kAbandoned: it never will be, and the
+  // kPass: the state is in place (the FIFO reflects the resumed RV), or
+  // nothing was pending; kAbandoned: it never will be, and the
   // reflector is reset to list as a cold start; kStopped.
   enum class Gate { kPass, kAbandoned, kStopped };
   Gate PassResumeGate();

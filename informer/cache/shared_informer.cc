@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/memory/memory.h"
@@ -173,7 +174,7 @@ absl::Status SharedIndexInformer::SetInitialState(
       return absl::InvalidArgumentError("SetInitialState: null object");
     }
   }
-  absl::MutexLock lock(&handle_mu_);
+  absl::ReleasableMutexLock lock(&handle_mu_);
   if (resume_ == Resume::kPending) {
     if (resource_version != initial_rv_) {
       return absl::InvalidArgumentError(
@@ -183,7 +184,9 @@ absl::Status SharedIndexInformer::SetInitialState(
     }
     initial_objects_ = std::move(objects);
     resume_ = Resume::kLoaded;
-    DecideResumeLocked();
+    std::optional<bool> decided = TakeResumeDecisionLocked();
+    lock.Release();
+    if (decided.has_value()) FinishResume(*decided);
     return absl::OkStatus();
   }
   if (started_ || resume_ != Resume::kNone) {
@@ -229,7 +232,7 @@ absl::Status SharedIndexInformer::BeginResume(std::string resource_version) {
 }
 
 absl::Status SharedIndexInformer::AbandonResume(const absl::Status& why) {
-  absl::MutexLock lock(&handle_mu_);
+  absl::ReleasableMutexLock lock(&handle_mu_);
   if (resume_ != Resume::kPending) {
     return absl::FailedPreconditionError(
         "AbandonResume: no resume waiting for its state");
@@ -239,20 +242,61 @@ absl::Status SharedIndexInformer::AbandonResume(const absl::Status& why) {
                << "): listing as a cold start";
   initial_rv_.clear();
   resume_ = Resume::kAbandoned;
-  DecideResumeLocked();
+  std::optional<bool> decided = TakeResumeDecisionLocked();
+  lock.Release();
+  if (decided.has_value()) FinishResume(*decided);
   return absl::OkStatus();
 }
 
-void SharedIndexInformer::DecideResumeLocked() {
-  if (!started_) return;
-  if (resume_ != Resume::kLoaded && resume_ != Resume::kAbandoned) return;
+std::optional<bool> SharedIndexInformer::TakeResumeDecisionLocked() {
+  if (!started_) return std::nullopt;
+  if (resume_ != Resume::kLoaded && resume_ != Resume::kAbandoned) {
+    return std::nullopt;
+  }
   const bool usable = resume_ == Resume::kLoaded;
-  // Installed first, under handle_mu_: the watch's events, applied once
-  // the reflector is told, find the state they follow.
-  if (usable) InstallInitialStateLocked();
   resume_ = Resume::kDone;
-  absl::MutexLock reflector_lock(&reflector_mu_);
-  reflector_->ResumeStateReady(usable);
+  return usable;
+}
+
+void SharedIndexInformer::FinishResume(bool usable) {
+  if (usable) {
+    std::string rv;
+    {
+      absl::MutexLock lock(&handle_mu_);
+      rv = initial_rv_;
+    }
+    // Installed in the FIFO's critical section, as a staged list commits
+    // (the FIFO's lock, then handle_mu_, as every pop takes them): the
+    // indexer holds the state and the FIFO has applied its
+    // resourceVersion in one step, whatever the reflector is doing. It
+    // may be probing an API server that is down for a long while (the
+    // state then served stale), so this cannot wait for its gate: what
+    // is served must say the resourceVersion the state is at. Nothing is
+    // queued yet (the reflector waits at its gate, and a resync finds no
+    // object in the empty indexer), so the FIFO takes it.
+    const bool applied = fifo_.ReplaceApplied(rv, [this](bool) {
+      absl::MutexLock lock(&handle_mu_);
+      InstallInitialStateLocked();
+      return true;
+    });
+    if (!applied) {
+      LOG(ERROR) << options_.name << ": deltas queued before the resumed "
+                 << "state was installed; installing it all the same";
+      {
+        absl::MutexLock lock(&handle_mu_);
+        InstallInitialStateLocked();
+      }
+      fifo_.NoteResourceVersion(rv);
+    }
+  }
+  // Only now: the watch's events, applied once the reflector is told,
+  // find the state they follow.
+  Reflector* r = nullptr;
+  {
+    absl::MutexLock reflector_lock(&reflector_mu_);
+    r = reflector_.get();
+  }
+  r->ResumeStateReady(usable);
 }
 
 void SharedIndexInformer::ResumeOptions(Reflector::Options* ro) {
@@ -320,7 +364,8 @@ bool SharedIndexInformer::Resumed() const {
 }
 
 absl::Status SharedIndexInformer::Start() {
-  absl::MutexLock lock(&handle_mu_);
+  std::optional<bool> decided;
+  absl::ReleasableMutexLock lock(&handle_mu_);
   if (started_) {
     return absl::FailedPreconditionError("informer already started");
   }
@@ -343,13 +388,16 @@ absl::Status SharedIndexInformer::Start() {
         std::make_unique<Reflector>(lw_, &fifo_, clock_, std::move(ro));
     r = reflector_.get();
   } else {
-    // BeginResume's reflector runs already, waiting for the state.
-    DecideResumeLocked();
+    // BeginResume's reflector runs already, waiting for the state: given
+    // before Start, it is installed below, out of handle_mu_.
+    decided = TakeResumeDecisionLocked();
   }
   for (auto& reg : registrations_) reg->listener_->Start();
   process_thread_ = std::thread([this] { ProcessLoop(); });
   if (r != nullptr) reflector_thread_ = std::thread([r] { r->Run(); });
   LOG(INFO) << options_.name << ": informer started";
+  lock.Release();
+  if (decided.has_value()) FinishResume(*decided);
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -277,9 +278,15 @@ class SharedIndexInformer {
   // SetInitialState's state into the indexer (indexes built), an add per
   // object to the handlers, and the informer awaiting its catch-up.
   void InstallInitialStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
-  // After BeginResume: once started and the state decided, installs it
-  // (if loaded) and tells the reflector.
-  void DecideResumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
+  // After BeginResume: once started and the state decided (loaded or
+  // abandoned), whether it is usable, for the one caller that then calls
+  // FinishResume (kDone from here); nullopt before that.
+  std::optional<bool> TakeResumeDecisionLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_mu_);
+  // Installs the loaded state (if usable) and applies its resourceVersion
+  // to the FIFO in one step, then tells the reflector. Out of handle_mu_:
+  // the FIFO's lock comes first.
+  void FinishResume(bool usable) ABSL_LOCKS_EXCLUDED(handle_mu_, reflector_mu_);
   // The reflector's word that the server's current resourceVersion `rv`
   // has been handed to the FIFO (see
   // Reflector::Options::on_caught_up).
@@ -328,7 +335,7 @@ class SharedIndexInformer {
   std::string initial_rv_ ABSL_GUARDED_BY(handle_mu_);
   // BeginResume's course: kPending (the reflector waits for the state),
   // kLoaded or kAbandoned (decided; the reflector is told once started),
-  // kDone (told).
+  // kDone (being or been told: see FinishResume).
   enum class Resume { kNone, kPending, kLoaded, kAbandoned, kDone };
   Resume resume_ ABSL_GUARDED_BY(handle_mu_) = Resume::kNone;
 

@@ -312,6 +312,44 @@ TEST_F(SharedInformerResumeTest, AResumeAbandonedBeforeStartListsAtStart) {
   EXPECT_EQ(informer.GetReflectorCounters().relists, 0);
 }
 
+TEST_F(SharedInformerResumeTest,
+       AStateLoadedWhileTheServerIsDownIsAtItsVersion) {
+  // --serve_stale_on_start: the API server cannot be reached at start, so
+  // the probe never succeeds and the watch never opens. The loaded state
+  // is served stale all the same, and what is served says the
+  // resourceVersion it is at, as after SetInitialState alone.
+  source_.FailLists(1000000, absl::UnavailableError("connection refused"));
+  source_.FailWatches(1000000, absl::UnavailableError("connection refused"));
+  SharedIndexInformer::Options o = Options();
+  o.reflector.backoff_max = absl::Milliseconds(10);  // retries once healed
+  SharedIndexInformer informer(&source_, o);
+  ASSERT_TRUE(informer.BeginResume(saved_rv_).ok());
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(saved_));
+  EXPECT_EQ(informer.LastAppliedResourceVersion(), saved_rv_);
+  EXPECT_EQ(informer.CopyState().resource_version, saved_rv_);
+  EXPECT_FALSE(informer.HasSynced());
+  // The state given after Start: the same once it is installed.
+  SharedIndexInformer later(&source_, o);
+  ASSERT_TRUE(later.BeginResume(saved_rv_).ok());
+  ASSERT_TRUE(later.Start().ok());
+  EXPECT_EQ(later.LastAppliedResourceVersion(), "");
+  ASSERT_TRUE(later.SetInitialState(saved_, saved_rv_).ok());
+  EXPECT_EQ(Versions(later.GetIndexer().List()), Versions(saved_));
+  EXPECT_EQ(later.LastAppliedResourceVersion(), saved_rv_);
+  // The server back: both catch up from there, the changes as events.
+  ASSERT_NO_FATAL_FAILURE(Change());
+  source_.FailLists(0, absl::OkStatus());
+  source_.FailWatches(0, absl::OkStatus());
+  for (SharedIndexInformer* i : {&informer, &later}) {
+    ASSERT_TRUE(i->WaitForSync(kWait));
+    EXPECT_TRUE(i->Resumed());
+    EXPECT_EQ(i->GetReflectorCounters().lists, 0);
+    EXPECT_EQ(Versions(i->GetIndexer().List()), Versions(source_));
+  }
+}
+
 TEST_F(SharedInformerResumeTest, BeginResumeChecksItsCourse) {
   SharedIndexInformer informer(&source_, Options());
   EXPECT_TRUE(absl::IsInvalidArgument(informer.BeginResume("")));
