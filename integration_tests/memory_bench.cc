@@ -5,6 +5,7 @@
 //   bazel run -c opt //integration_tests:memory_bench -- --runs=3
 //       [--baseline_sidecar=/path/to/other/informer_sidecar
 //        --baseline_bench=/path/to/other/memory_bench]
+//       [--sidecar_bin=before=/tmp/b/informer_sidecar,after=/tmp/a/...]
 //
 // Part 1, the sidecar as users run it: for each malloc setting
 // (--tunables; "default" is the sidecar's own, see server/ops/
@@ -105,6 +106,13 @@ ABSL_FLAG(std::vector<std::string>, tunables,
 ABSL_FLAG(std::string, baseline_sidecar, "",
           "Another informer_sidecar binary (e.g. one built from main) to "
           "measure alternately with this build's, in the same run.");
+ABSL_FLAG(std::vector<std::string>, sidecar_bin, {},
+          "informer_sidecar binaries to measure alternately, in this order, "
+          "instead of this build's and --baseline_sidecar (e.g. two builds "
+          "copied aside, so that a rebuild of the tree during a run changes "
+          "nothing): each NAME=PATH, the PATH optionally followed by more "
+          "sidecar flags after spaces ('after-list=/tmp/a/informer_sidecar "
+          "--watch_list=off'); a bare PATH is named by its position.");
 ABSL_FLAG(std::string, baseline_bench, "",
           "A memory_bench built from other sources, for part 2's breakdown "
           "of the same list with that code.");
@@ -276,11 +284,15 @@ absl::Status OpenFirstWatch(integration::SidecarProcess& sidecar,
 
 // One fresh sidecar caching `target` (in namespace `ns`), measured once
 // health says SERVING.
-absl::StatusOr<SidecarMem> MeasureSidecar(const std::string& binary,
+absl::StatusOr<SidecarMem> MeasureSidecar(const std::string& command,
                                           const Target& target,
                                           const std::string& dir,
                                           const std::string& ns,
                                           const std::string& tunables) {
+  // The binary, then flags of its own (--sidecar_bin).
+  const std::vector<std::string> words =
+      absl::StrSplit(command, ' ', absl::SkipEmpty());
+  if (words.empty()) return absl::InvalidArgumentError("no sidecar binary");
   const std::string config =
       absl::StrCat(dir, "/config-", ns.empty() ? "all" : ns, ".yaml");
   std::ofstream(config) << "resources:\n- resource: " << target.resource << "\n"
@@ -291,6 +303,8 @@ absl::StatusOr<SidecarMem> MeasureSidecar(const std::string& binary,
   if (absl::GetFlag(FLAGS_initial_state) == "list") {
     options.flags.push_back("--watch_list=off");
   }
+  // After the defaults: the last of a repeated flag is the one taken.
+  options.flags.insert(options.flags.end(), words.begin() + 1, words.end());
   options.env = {TunablesEnv(tunables)};
   // The sync's end from the sidecar's own log: the harness's gRPC channel
   // reconnects with a back-off of about a second, too coarse for a sync.
@@ -300,7 +314,7 @@ absl::StatusOr<SidecarMem> MeasureSidecar(const std::string& binary,
   options.start_timeout = absl::Minutes(10);
   const absl::Time started = absl::Now();
   absl::StatusOr<std::unique_ptr<integration::SidecarProcess>> sidecar =
-      integration::SidecarProcess::Start(binary, std::move(options));
+      integration::SidecarProcess::Start(words[0], std::move(options));
   if (!sidecar.ok()) return sidecar.status();
   SidecarMem m;
   absl::StatusOr<absl::Time> synced =
@@ -769,6 +783,18 @@ int RunParent(const std::string& self, const char* argv0) {
       {"this build", *sidecar_bin}};
   if (!absl::GetFlag(FLAGS_baseline_sidecar).empty()) {
     binaries.emplace_back("baseline", absl::GetFlag(FLAGS_baseline_sidecar));
+  }
+  if (!absl::GetFlag(FLAGS_sidecar_bin).empty()) {
+    binaries.clear();
+    for (const std::string& entry : absl::GetFlag(FLAGS_sidecar_bin)) {
+      const size_t eq = entry.find('=');
+      const size_t space = entry.find(' ');
+      if (eq != std::string::npos && eq < space) {
+        binaries.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+      } else {
+        binaries.emplace_back(absl::StrCat("#", binaries.size() + 1), entry);
+      }
+    }
   }
   if (RunSidecars(binaries, *target, dir, *n) != 0) return 1;
   if (absl::GetFlag(FLAGS_breakdown)) {
