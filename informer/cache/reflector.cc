@@ -587,6 +587,10 @@ absl::Status Reflector::ApplyEvent(const WatchEvent& ev, WatchRound* round) {
 Reflector::State Reflector::DoWatch(bool watch_list) {
   // A WatchList is a list: the state must be decided before it starts.
   if (watch_list && PassResumeGate() == Gate::kStopped) return State::kStopped;
+  // The round runs from its request, not from the gate below: a watch
+  // that ran its course (timeoutSeconds) during the load ends at once
+  // once read, yet is no "very short watch" (AfterWatch).
+  const absl::Time opened = clock_->Now();
   absl::StatusOr<std::unique_ptr<WatchStream>> watch = OpenWatch(watch_list);
   if (!watch.ok()) return OnWatchOpenFailed(watch_list, watch.status());
   // The resume's watch is open (its server-side clock running) while the
@@ -607,7 +611,7 @@ Reflector::State Reflector::DoWatch(bool watch_list) {
     current_watch_ = stream;
   }
   WatchRound round;
-  round.started = clock_->Now();
+  round.started = opened;
   // WatchList: the initial state is staged (or collected) in the round as
   // a list and applied when the initial-events-end bookmark arrives.
   round.initial = watch_list;

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "informer/cache/shared_informer.h"
 #include "informer/cache/testing/fake_source.h"
+#include "informer/util/clock.h"
 
 namespace informer {
 namespace {
@@ -348,6 +349,65 @@ TEST_F(SharedInformerResumeTest,
     EXPECT_EQ(i->GetReflectorCounters().lists, 0);
     EXPECT_EQ(Versions(i->GetIndexer().List()), Versions(source_));
   }
+}
+
+// The source's watch calls and the informer's errors, awaited together.
+class WatchCounter : public ListerWatcher {
+ public:
+  explicit WatchCounter(FakeSource* source) : source_(source) {}
+  absl::StatusOr<ObjectList> List(const ListOptions& options) override {
+    return source_->List(options);
+  }
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(
+      const WatchOptions& options) override {
+    absl::StatusOr<std::unique_ptr<WatchStream>> w = source_->Watch(options);
+    absl::MutexLock lock(&mu_);
+    ++watches_;
+    return w;
+  }
+  void NoteError() {
+    absl::MutexLock lock(&mu_);
+    ++errors_;
+  }
+  // Until `watches` watches were opened or an error was reported.
+  std::pair<int, int> WaitForWatchesOrError(int watches) {
+    absl::MutexLock lock(&mu_);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return watches_ >= watches || errors_ > 0;
+    };
+    mu_.Await(absl::Condition(&done));
+    return {watches_, errors_};
+  }
+
+ private:
+  FakeSource* const source_;
+  absl::Mutex mu_;
+  int watches_ ABSL_GUARDED_BY(mu_) = 0;
+  int errors_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(SharedInformerResumeTest, AWatchThatEndedDuringTheLoadIsNoShortWatch) {
+  // The resume's watch ran its course (timeoutSeconds) while the state was
+  // loading, without an event: read after the load, it ends at once, but
+  // it lasted as long as it was open. Not a server misbehaving (an error,
+  // which marks a loaded informer stale, and a back-off): a re-watch.
+  FakeClock clock;
+  WatchCounter lw(&source_);
+  SharedIndexInformer informer(&lw, Options(), &clock);
+  ASSERT_TRUE(
+      informer
+          .SetWatchErrorHandler([&lw](const absl::Status&) { lw.NoteError(); })
+          .ok());
+  ASSERT_TRUE(informer.BeginResume(saved_rv_).ok());
+  source_.WaitForWatches(1);
+  source_.CloseWatches();
+  clock.Advance(absl::Seconds(5));  // the load
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  const auto [watches, errors] = lw.WaitForWatchesOrError(2);
+  EXPECT_EQ(errors, 0) << informer.GetReflectorCounters().errors;
+  EXPECT_EQ(watches, 2);
+  EXPECT_EQ(informer.GetReflectorCounters().errors, 0);
 }
 
 TEST_F(SharedInformerResumeTest, BeginResumeChecksItsCourse) {
