@@ -71,6 +71,7 @@ RELISTS = "informer_sidecar_informer_relists_total"
 ERRORS = "informer_sidecar_informer_errors_total"
 RESTARTS = "informer_sidecar_informer_watch_restarts_total"
 HEAP = "informer_sidecar_heap_in_use_bytes"
+HEAP_AGE = "informer_sidecar_heap_in_use_age_seconds"
 HISTORY = "informer_sidecar_watch_history_bytes"
 
 
@@ -315,6 +316,18 @@ class Soak:
     def metric(self, name, **labels):
         return int(self.sidecar.metric(name, resource=RESOURCE, **labels))
 
+    def fresh_heap_in_use(self):
+        """The heap in use, measured at most 10 s before: the sidecar
+        measures it off the scrape path, after a scrape that finds its value
+        older (which still gets the old one), so wait for that one."""
+        for _ in range(50):
+            metrics = self.sidecar.metrics()
+            age = metrics.get((HEAP_AGE, frozenset()))
+            if age is not None and age < 10:
+                return metrics.get((HEAP, frozenset()), 0.0)
+            time.sleep(0.1)
+        return self.sidecar.metric(HEAP)
+
     def catch_up(self):
         """Churn and faults paused: polls until the sidecar's cache and
         every mirror equal the server's list, or the deadline."""
@@ -368,7 +381,7 @@ class Soak:
             "objects": c["objects"],
             "rss_mb": proc_status(pid, "VmRSS") / 1024,
             # RSS above the heap in use is memory the allocator keeps.
-            "heap_mb": self.sidecar.metric(HEAP) / 1e6,
+            "heap_mb": self.fresh_heap_in_use() / 1e6,
             "history_mb": self.sidecar.metric(
                 HISTORY, resource=RESOURCE) / 1e6,
             "threads": proc_status(pid, "Threads"),
