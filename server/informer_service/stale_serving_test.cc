@@ -237,5 +237,43 @@ TEST_F(StaleStateTest, AStreamWaitingBeforeTheFailureIsServedStale) {
   EXPECT_THAT(got->events, ElementsAre("FRESH"));
 }
 
+TEST_F(StaleStateTest, AResumeBegunFromTheHeaderIsNotStaleBeforeItsState) {
+  // The sidecar's order with --cache_dir: each resume begins from its
+  // snapshot's header (SharedIndexInformer::BeginResume), its probe failing
+  // as the API server is down; the objects load; the gRPC server starts;
+  // only then do the informers start with their objects. Until then the
+  // cache is empty: not a stale snapshot to serve, whatever the errors.
+  ASSERT_NO_FATAL_FAILURE(CreateRegistry(/*serve_stale=*/true));
+  for (const char* name : {"a", "b", "c", "d"}) {
+    ASSERT_TRUE(source_->Add("ns", name).ok());
+  }
+  std::vector<informer::ObjectPtr> snapshot;
+  for (const auto& [key, obj] : source_->Snapshot()) snapshot.push_back(obj);
+  const std::string rv = source_->CurrentResourceVersion();
+  CutOff();
+  ASSERT_TRUE(entry_->informer->BeginResume(rv).ok());
+  ASSERT_TRUE(Eventually(
+      [&] { return entry_->informer->GetReflectorCounters().errors > 0; }));
+  ASSERT_TRUE(entry_->informer->SetInitialState(snapshot, rv).ok());
+  entry_->stale.MarkLoadedFromSnapshot(clock_.Now() - absl::Hours(1));
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  ASSERT_FALSE(ObserveStale(*entry_).stale);
+  EXPECT_FALSE(Status().stale());
+  EXPECT_EQ(GetCode("a"), grpc::StatusCode::UNAVAILABLE);
+  std::unique_ptr<WatchCall> watch = Watch();
+  service_->watch_hub().WaitForWaitingStreams(1);
+  // Started with its objects: now the snapshot is served stale.
+  ASSERT_TRUE(registry_->Start().ok());
+  absl::StatusOr<WatchEvents> got =
+      watch->ReadUntil(v1::EVENT_TYPE_INITIAL_STATE_DONE);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(got->events,
+              ElementsAre("ADDED ns/a initial", "ADDED ns/b initial",
+                          "ADDED ns/c initial", "ADDED ns/d initial",
+                          "INITIAL_STATE_DONE stale"));
+  EXPECT_TRUE(Status().stale());
+  EXPECT_EQ(GetCode("a"), grpc::StatusCode::OK);
+}
+
 }  // namespace
 }  // namespace server

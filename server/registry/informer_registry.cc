@@ -27,8 +27,15 @@ InformerRegistry::InformerRegistry(Options options)
 
 StaleState::View ObserveStale(const InformerEntry& entry) {
   if (entry.informer == nullptr) return entry.stale.Last();
+  // Only once the snapshot's objects are in the cache (the informer
+  // started with them): a resume begun from the snapshot's header
+  // (BeginResume) probes, and fails while the API server is down, before
+  // that, and an empty cache is no stale snapshot. Read first: Resumed()
+  // turns false only after a list, which a sync soon follows.
+  const bool holds_snapshot = entry.informer->Resumed();
   // Errors first: a sync right after them must not read as stale.
-  const int64_t errors = entry.informer->GetReflectorCounters().errors;
+  const int64_t errors =
+      holds_snapshot ? entry.informer->GetReflectorCounters().errors : 0;
   return entry.stale.Observe(entry.informer->HasSynced(), errors);
 }
 
