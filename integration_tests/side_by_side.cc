@@ -1,5 +1,8 @@
 #include "integration_tests/side_by_side.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 
@@ -8,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 
 namespace integration {
 namespace {
@@ -129,6 +133,62 @@ absl::StatusOr<SyncResult> RunCurl(const std::string& url,
       !absl::SimpleAtod(f[1], &r.sync_seconds)) {
     return absl::InternalError("bad curl output: " + *out);
   }
+  return r;
+}
+
+absl::StatusOr<SyncResult> RunCurlWatchList(const std::string& url,
+                                            const std::string& curl_flags,
+                                            absl::Duration timeout) {
+  // What the API server puts in the bookmark that ends the initial events.
+  constexpr absl::string_view kEnd = "k8s.io/initial-events-end";
+  // The shell prints its pid, which curl then takes over (exec): the pid
+  // to stop once the bookmark is in, since the watch goes on after it.
+  const std::string cmd = absl::StrCat(
+      "echo $$; exec curl -sS -N --http1.1 -A ", kUserAgent, " ", curl_flags,
+      " '", url,
+      "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+      "&allowWatchBookmarks=true&timeoutSeconds=",
+      absl::ToInt64Seconds(timeout) + 1, "'");
+  const absl::Time start = absl::Now();
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return absl::InternalError("popen: " + cmd);
+  // read(), not fread(): fread waits for a full buffer, and the stream
+  // idles once the bookmark is in.
+  std::string pid_line;  // the shell's pid, until its newline is in
+  pid_t pid = 0;
+  std::string window;  // the stream's last bytes: a marker may span reads
+  double bytes = 0;
+  bool found = false;
+  char buf[1 << 16];
+  ssize_t got;
+  while (!found && (got = read(fileno(p), buf, sizeof(buf))) > 0) {
+    absl::string_view data(buf, static_cast<size_t>(got));
+    if (pid == 0) {
+      pid_line.append(data.data(), data.size());
+      const size_t nl = pid_line.find('\n');
+      if (nl == std::string::npos) continue;
+      int v = 0;
+      if (!absl::SimpleAtoi(pid_line.substr(0, nl), &v) || v <= 0) break;
+      pid = v;
+      data = absl::string_view(pid_line).substr(nl + 1);
+    }
+    bytes += static_cast<double>(data.size());
+    window.append(data.data(), data.size());
+    found = absl::StrContains(window, kEnd);
+    if (window.size() >= kEnd.size()) {
+      window.erase(0, window.size() - kEnd.size() + 1);
+    }
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (pid > 0) kill(pid, SIGTERM);
+  pclose(p);
+  if (!found) {
+    return absl::UnavailableError(
+        absl::StrCat("no initial-events-end bookmark from: ", cmd));
+  }
+  SyncResult r;
+  r.sync_seconds = seconds;
+  r.objects = bytes;
   return r;
 }
 

@@ -56,6 +56,18 @@ absl::StatusOr<SyncResult> RunClientGo(const std::string& binary,
 absl::StatusOr<SyncResult> RunCurl(const std::string& url,
                                    const std::string& curl_flags);
 
+// The WatchList's own download floor: curl reads a watch of `url` (a
+// collection's URL, without a query) with sendInitialEvents=true as the
+// sidecar's reflector opens it (HTTP/1.1, resourceVersionMatch=NotOlderThan,
+// bookmarks), with `curl_flags` and the same User-Agent as RunCurl, until
+// the initial-events-end bookmark has arrived. A watch stays open after
+// it, so curl is stopped there. sync_seconds is from curl's start to the
+// bookmark, objects the bytes read. An error when the stream ends (or
+// `timeout` passes, the server ends it) without the bookmark.
+absl::StatusOr<SyncResult> RunCurlWatchList(const std::string& url,
+                                            const std::string& curl_flags,
+                                            absl::Duration timeout);
+
 // The time of the first glog line of the file at `path` that contains
 // `needle` (glog's "I20261203 15:08:23.123456 ..." prefix, local time), e.g.
 // the sidecar's ": cache synced". NotFound when no line has it.
