@@ -228,6 +228,11 @@ std::shared_ptr<grpc::Channel> SidecarProcess::NewChannel() const {
 int SidecarProcess::Terminate(int signal) {
   if (pid_ <= 0) return -1000;
   kill(pid_, signal);
+  return Wait();
+}
+
+int SidecarProcess::Wait() {
+  if (pid_ <= 0) return -1000;
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = 0;

@@ -85,6 +85,10 @@ class SidecarProcess {
   // exit code, or -signal when killed by a signal, or -1000 when already
   // reaped.
   int Terminate(int signal = 15);
+  // Waits for an exit the sidecar started by itself (no signal is sent:
+  // one arriving while it exits would count as a second signal, which
+  // exits at once with 128 + signal). Same return values as Terminate().
+  int Wait();
   // SIGKILL and reap.
   void Kill();
 

@@ -166,6 +166,12 @@ TEST_F(KubeApiEmulatorTest, UpstreamBookmarksMoveTheFacadesResourceVersion) {
   o.not_older_than_wait = absl::Seconds(20);
   o.bookmark_interval = absl::Milliseconds(100);
   StartAll(o);
+  // The informer's watch is open before anything changes. One opened later
+  // from the empty store's resourceVersion 0 would start at the current
+  // state, and with nothing changing after it, get no bookmark to move it
+  // from cm1's version to the pods' (as the API server's watch cache).
+  ASSERT_TRUE(emulator_->store().AwaitWatchers(
+      &emulator_->Resource("configmaps"), 1, absl::Seconds(60)));
   const int64_t cm_rv = Create("configmaps", "a", ConfigMapJson("a", "cm1"));
   // Pods change; the configmaps informer hears only bookmarks at their RV.
   Create("pods", "a", PodJson("a", "p0"));
