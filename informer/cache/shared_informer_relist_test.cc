@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "informer/cache/shared_informer.h"
@@ -240,13 +239,18 @@ class RelistTest : public ::testing::TestWithParam<bool> {
     absl::MutexLock lock(&applied_mu_);
     return applied_;
   }
-  // Polls (with a deadline) until on_relist_applied was called `n` times.
+  // Waits until on_relist_applied was called `n` times (the hook records
+  // under applied_mu_, so the wait is on that condition; the timeout is a
+  // failsafe, reached only when the test fails).
   void AwaitApplied(size_t n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (Applied().size() < n && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    ASSERT_EQ(Applied().size(), n);
+    absl::MutexLock lock(&applied_mu_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(applied_mu_) {
+      return applied_.size() >= n;
+    };
+    EXPECT_TRUE(applied_mu_.AwaitWithTimeout(absl::Condition(&reached),
+                                             absl::Seconds(30)))
+        << applied_.size() << " relists applied, " << n << " awaited";
+    ASSERT_EQ(applied_.size(), n);
   }
 
   ObjectPtr Cached(absl::string_view name) {
@@ -309,13 +313,10 @@ TEST_P(RelistTest, OnlyWhatChangedBecomesNewsAndTheCacheKeepsItsObjects) {
   EXPECT_EQ(now.get(), before_["ns/same"].get());
   EXPECT_EQ(old.get(), before_["ns/same"].get());
   // The reflector records the relist's RV after the handlers have heard of
-  // it, so wait for it rather than read it at once.
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (informer_->LastAppliedResourceVersion() !=
-             source_.CurrentResourceVersion() &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  // it, so wait for it rather than read it at once: on_relist_applied is
+  // called once the FIFO has applied the relist's RV, the source's current
+  // one (nothing changed since).
+  AwaitApplied(1);
   EXPECT_EQ(informer_->LastAppliedResourceVersion(),
             source_.CurrentResourceVersion());
   // Both lists were of the kind asked for, and both were staged.
