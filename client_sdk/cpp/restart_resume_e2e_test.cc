@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -93,6 +94,33 @@ class StoryChecker : public informer::ResourceEventHandler {
     absl::MutexLock lock(&mu_);
     return events_;
   }
+  // Waits until the handlers were called `n` times in all, or `timeout`
+  // passes (a failsafe: reached only when the test fails).
+  bool AwaitEvents(int64_t n, absl::Duration timeout) const {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return events_ >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
+  // Waits until the story holds exactly `want`'s keys at its
+  // resourceVersions, or `timeout` passes. The mirror is updated before
+  // its handlers are called, so it holds them too then.
+  bool AwaitHolds(const ObjectVersions& want, absl::Duration timeout) const {
+    std::map<std::string, uint64_t> rvs;
+    for (const auto& [key, rv] : want) {
+      if (!absl::SimpleAtoi(rv, &rvs[key])) return false;
+    }
+    absl::MutexLock lock(&mu_);
+    auto holds = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return held_ == rvs;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&holds), timeout);
+  }
+  size_t held() const {
+    absl::MutexLock lock(&mu_);
+    return held_.size();
+  }
   std::vector<std::string> errors() const {
     absl::MutexLock lock(&mu_);
     return errors_;
@@ -118,7 +146,18 @@ class Churn {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
-  int64_t done() const { return done_.load(); }
+  int64_t done() const {
+    absl::MutexLock lock(&mu_);
+    return done_;
+  }
+  // Waits until `n` rounds of changes were made, or `timeout` passes.
+  bool AwaitDone(int64_t n, absl::Duration timeout) const {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return done_ >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
 
  private:
   void Run() {
@@ -142,7 +181,10 @@ class Churn {
                                 n - 15)
                        .c_str());
       }
-      done_.fetch_add(1);
+      {
+        absl::MutexLock lock(&mu_);
+        ++done_;
+      }
       // Paces the load (about 200 changes a second, not a wait for a
       // condition): a faster churn outruns the 10000 events the history
       // keeps within a run, and a mirror's token inside a coalesced batch
@@ -154,20 +196,10 @@ class Churn {
 
   const int port_;
   std::atomic<bool> stop_{false};
-  std::atomic<int64_t> done_{0};
+  mutable absl::Mutex mu_;
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
-
-// Polls `cond` until it holds or `timeout` passes.
-template <typename Cond>
-bool PollUntil(Cond cond, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!cond()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return true;
-}
 
 class WatchResumeRestartE2eTest : public ::testing::Test {
  protected:
@@ -211,6 +243,29 @@ class WatchResumeRestartE2eTest : public ::testing::Test {
 
   void TearDown() override { std::filesystem::remove_all(sock_dir_); }
 
+  // How Restart stops the running sidecar.
+  enum class Exit {
+    kOrderly,  // SIGTERM: the snapshot, with the history, is written
+    kCrash,    // SIGKILL: no snapshot of this run
+  };
+
+  // One restart: stops `from` as `how` says, runs `while_down` while no
+  // sidecar runs, then starts `to` on the same socket and cache directory
+  // (flags `extra`, log `log`). Call it under ASSERT_NO_FATAL_FAILURE.
+  void Restart(PortedSidecar* from, Exit how,
+               const std::function<void()>& while_down, const std::string& log,
+               PortedSidecar* to, std::vector<std::string> extra = {}) {
+    if (how == Exit::kCrash) {
+      from->process->Kill();
+    } else {
+      EXPECT_EQ(from->process->Terminate(), 0);
+    }
+    from->process.reset();
+    if (while_down) while_down();
+    if (HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(Start(log, to, std::move(extra)));
+  }
+
   // Starts a sidecar on the fixed socket (waits for SERVING).
   void Start(const std::string& log, PortedSidecar* out,
              std::vector<std::string> extra = {}) {
@@ -243,34 +298,33 @@ class WatchResumeRestartE2eTest : public ::testing::Test {
   }
 
   // The emulator's state, the sidecar's cache converged to it, and the
-  // mirror equal to both (keys and resourceVersions).
+  // mirror (whose handler `checker` is) equal to both (keys and
+  // resourceVersions). The sidecar is another process, seen over RPC:
+  // WaitForConvergence polls it; the mirror's story is awaited.
   void ExpectMirrorConverged(const PortedSidecar& s,
-                             const client_sdk::RemoteInformer& mirror) {
+                             const client_sdk::RemoteInformer& mirror,
+                             const StoryChecker& checker) {
     absl::StatusOr<ObjectVersions> want =
         GetEmulatorState(emulator_->port(), "configmaps");
     ASSERT_TRUE(want.ok()) << want.status();
     absl::Status st = WaitForConvergence(s.process->NewChannel(), "configmaps",
                                          *want, kConverge);
     ASSERT_TRUE(st.ok()) << st;
+    EXPECT_TRUE(checker.AwaitHolds(*want, kConverge))
+        << "the handlers hold " << checker.held() << " objects, the cache "
+        << want->size();
     ObjectVersions got;
-    const bool equal = PollUntil(
-        [&] {
-          got.clear();
-          for (const informer::ObjectPtr& o : mirror.List()) {
-            got[o->Key()] = std::string(o->resource_version());
-          }
-          return got == *want;
-        },
-        kConverge);
-    EXPECT_TRUE(equal) << "mirror holds " << got.size() << " objects, the "
-                       << "cache " << want->size();
+    for (const informer::ObjectPtr& o : mirror.List()) {
+      got[o->Key()] = std::string(o->resource_version());
+    }
+    EXPECT_TRUE(got == *want) << "mirror holds " << got.size()
+                              << " objects, the cache " << want->size();
   }
 
   // Runs the churn until the checker has seen `n` more events.
   void ChurnEvents(StoryChecker* checker, int64_t n) {
-    const int64_t until = checker->events() + n;
-    EXPECT_TRUE(
-        PollUntil([&] { return checker->events() >= until; }, kConverge));
+    EXPECT_TRUE(checker->AwaitEvents(checker->events() + n, kConverge))
+        << checker->events() << " events";
   }
 
   // A raw Watch resuming from `token`: the first event's type.
@@ -319,23 +373,20 @@ TEST_F(WatchResumeRestartE2eTest, OrderlyRestartsUnderChurnNeverReset) {
   int round = 0;
   for (PortedSidecar* next : {&b, &c}) {
     ++round;
-    // SIGTERM: the snapshot, with the history, is written at shutdown.
-    EXPECT_EQ(current->process->Terminate(), 0);
-    current->process.reset();
+    const std::string log = absl::StrCat("run", round, ".log");
     // Changes while no sidecar runs reach the mirror as ordinary events
     // after the restart (the informer catches up from the snapshot).
-    const int64_t before = churn.done();
-    ASSERT_TRUE(
-        PollUntil([&] { return churn.done() >= before + 20; }, kConverge));
-    const std::string log = absl::StrCat("run", round, ".log");
-    ASSERT_NO_FATAL_FAILURE(Start(log, next));
+    ASSERT_NO_FATAL_FAILURE(Restart(
+        current, Exit::kOrderly,
+        [&] { ASSERT_TRUE(churn.AwaitDone(churn.done() + 20, kConverge)); },
+        log, next));
     ChurnEvents(&checker, 30);
     EXPECT_TRUE(absl::StrContains(Log(log), "Watch history loaded"))
         << Log(log);
     current = next;
   }
   churn.Stop();
-  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(*current, *mirror));
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(*current, *mirror, checker));
   EXPECT_EQ(mirror->resets(), 0) << "after " << churn.done() << " changes";
   EXPECT_EQ(mirror->sync_generation(), 1) << "no reconciliation";
   EXPECT_GE(mirror->connects(), 3);
@@ -355,25 +406,28 @@ TEST_F(WatchResumeRestartE2eTest, ARelistAfterTheRestartContinuesTheHistory) {
   auto mirror = NewInformer(&checker);
   ASSERT_TRUE(mirror->Start().ok());
   ASSERT_TRUE(mirror->WaitForSync(kConverge));
-  EXPECT_EQ(a.process->Terminate(), 0);
-  a.process.reset();
-  httplib::Client cli("127.0.0.1", emulator_->port());
-  for (int i : {4, 40, 140}) {
-    ASSERT_TRUE(cli.Patch(
-        absl::StrFormat("/api/v1/namespaces/benchcms/configmaps/cm-%06d", i)
-            .c_str(),
-        R"({"data":{"while":"down"}})", "application/merge-patch+json"));
-  }
-  ASSERT_TRUE(cli.Delete("/api/v1/namespaces/benchcms/configmaps/cm-000009"));
-  // The watch from the snapshot's resourceVersion now gets 410.
-  httplib::Result r = cli.Post("/_emulator/restart?resource=configmaps", "",
-                               "application/json");
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200) << r->body;
-
   PortedSidecar b;
-  ASSERT_NO_FATAL_FAILURE(Start("b.log", &b));
-  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(b, *mirror));
+  ASSERT_NO_FATAL_FAILURE(Restart(
+      &a, Exit::kOrderly,
+      [&] {
+        httplib::Client cli("127.0.0.1", emulator_->port());
+        for (int i : {4, 40, 140}) {
+          ASSERT_TRUE(cli.Patch(
+              absl::StrFormat("/api/v1/namespaces/benchcms/configmaps/cm-%06d",
+                              i)
+                  .c_str(),
+              R"({"data":{"while":"down"}})", "application/merge-patch+json"));
+        }
+        ASSERT_TRUE(
+            cli.Delete("/api/v1/namespaces/benchcms/configmaps/cm-000009"));
+        // The watch from the snapshot's resourceVersion now gets 410.
+        httplib::Result r = cli.Post("/_emulator/restart?resource=configmaps",
+                                     "", "application/json");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+      },
+      "b.log", &b));
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(b, *mirror, checker));
   EXPECT_TRUE(absl::StrContains(Log("b.log"), "Watch history loaded"))
       << Log("b.log");
   // The premise: the catching up was one relist.
@@ -400,14 +454,13 @@ TEST_F(WatchResumeRestartE2eTest, TokensOutsideThePersistedHistoryGetReset) {
   // Past the 50 events the history keeps.
   ChurnEvents(&checker, 120);
   churn.Stop();
-  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(a, *mirror));
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(a, *mirror, checker));
   const std::string last_token = mirror->resume_token();
   mirror->Stop();
-  EXPECT_EQ(a.process->Terminate(), 0);
-  a.process.reset();
 
   PortedSidecar b;
-  ASSERT_NO_FATAL_FAILURE(Start("b.log", &b, {"--watch_history=50"}));
+  ASSERT_NO_FATAL_FAILURE(Restart(&a, Exit::kOrderly, nullptr, "b.log", &b,
+                                  {"--watch_history=50"}));
   // Older than the persisted history: RESET.
   EXPECT_EQ(FirstEventType(b, synced_token), v1::EVENT_TYPE_RESET);
   // The last position before the restart: resumed; the next event is the
@@ -429,13 +482,14 @@ TEST_F(WatchResumeRestartE2eTest, TokensOutsideThePersistedHistoryGetReset) {
   churn2.Start();
   ChurnEvents(&checker2, 30);
   churn2.Stop();
-  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(b, *mirror2));
-  b.process->Kill();
-  b.process.reset();
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(b, *mirror2, checker2));
   PortedSidecar c;
-  ASSERT_NO_FATAL_FAILURE(Start("c.log", &c, {"--watch_history=50"}));
-  EXPECT_TRUE(PollUntil([&] { return mirror2->resets() >= 1; }, kConverge));
-  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(c, *mirror2));
+  ASSERT_NO_FATAL_FAILURE(
+      Restart(&b, Exit::kCrash, nullptr, "c.log", &c, {"--watch_history=50"}));
+  // The RESET's fresh initial state, reconciled: the second generation.
+  EXPECT_TRUE(mirror2->WaitForSyncGeneration(2, kConverge))
+      << "no RESET: " << Log("c.log");
+  ASSERT_NO_FATAL_FAILURE(ExpectMirrorConverged(c, *mirror2, checker2));
   EXPECT_EQ(mirror2->resets(), 1);
   EXPECT_TRUE(checker2.errors().empty()) << checker2.errors().front();
   mirror2->Stop();
