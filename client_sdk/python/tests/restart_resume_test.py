@@ -42,7 +42,8 @@ class Story:
     delete of a held one."""
 
     def __init__(self, informer: RemoteInformer) -> None:
-        self.lock = threading.Lock()
+        # Every handler notifies it, so that a test can await the count.
+        self.lock = threading.Condition()
         self.held = {}
         self.events = 0
         self.errors = []
@@ -57,6 +58,7 @@ class Story:
                 self.errors.append(f"add of held {key}")
             self.held[key] = rv_of(obj)
             self.events += 1
+            self.lock.notify_all()
 
     def _update(self, _old, obj):
         with self.lock:
@@ -68,6 +70,7 @@ class Story:
                     f"update of {key} to {rv_of(obj)} over {self.held[key]}")
             self.held[key] = rv_of(obj)
             self.events += 1
+            self.lock.notify_all()
 
     def _delete(self, obj, _tombstone):
         with self.lock:
@@ -75,10 +78,18 @@ class Story:
             if self.held.pop(key, None) is None:
                 self.errors.append(f"delete of absent {key}")
             self.events += 1
+            self.lock.notify_all()
 
     def count(self) -> int:
         with self.lock:
             return self.events
+
+    def wait_for_more(self, n: int) -> bool:
+        """Waits until the handlers were called `n` more times; False after
+        TIMEOUT."""
+        with self.lock:
+            until = self.events + n
+            return self.lock.wait_for(lambda: self.events >= until, TIMEOUT)
 
 
 class Churn:
@@ -88,7 +99,8 @@ class Churn:
     def __init__(self, port: int) -> None:
         self.base = f"http://127.0.0.1:{port}/api/v1/namespaces/benchcms"
         self.stop_flag = threading.Event()
-        self.done = 0
+        self.lock = threading.Condition()
+        self.done = 0  # rounds of changes made, under `lock`
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _request(self, method, path, body=None, ctype="application/json"):
@@ -114,8 +126,10 @@ class Churn:
                 if n >= 15:
                     self._request("DELETE", f"/configmaps/churn-{n - 15}")
             n += 1
-            self.done = n
-            time.sleep(0.005)
+            with self.lock:
+                self.done = n
+                self.lock.notify_all()
+            time.sleep(0.005)  # the pace of the load, not a wait
 
     def start(self):
         self.thread.start()
@@ -124,14 +138,12 @@ class Churn:
         self.stop_flag.set()
         self.thread.join()
 
-
-def wait_until(cond, timeout=TIMEOUT) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    def wait_for_more(self, n: int) -> bool:
+        """Waits until `n` more rounds of changes were made; False after
+        TIMEOUT."""
+        with self.lock:
+            until = self.done + n
+            return self.lock.wait_for(lambda: self.done >= until, TIMEOUT)
 
 
 class RestartResumeTest(unittest.TestCase):
@@ -212,14 +224,11 @@ class RestartResumeTest(unittest.TestCase):
             churn.start()
             try:
                 for run in (1, 2):
-                    seen = story.count()
-                    self.assertTrue(wait_until(lambda: story.count() >= seen + 30))
+                    self.assertTrue(story.wait_for_more(30))
                     self.stop_sidecar()
-                    done = churn.done
-                    self.assertTrue(wait_until(lambda: churn.done >= done + 20))
+                    self.assertTrue(churn.wait_for_more(20))
                     self.start_sidecar(f"run{run}.log")
-                    seen = story.count()
-                    self.assertTrue(wait_until(lambda: story.count() >= seen + 30),
+                    self.assertTrue(story.wait_for_more(30),
                                     self.log(f"run{run}.log"))
                     self.assertIn("Watch history loaded", self.log(f"run{run}.log"))
             finally:
