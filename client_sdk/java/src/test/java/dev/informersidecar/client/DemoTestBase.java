@@ -31,7 +31,16 @@ abstract class DemoTestBase {
 
   /** Polls {@code check} every 20 ms until it holds; fails after TIMEOUT. */
   static void eventually(String what, Check check) throws Exception {
-    long deadline = System.nanoTime() + TIMEOUT.toNanos();
+    eventually(what, TIMEOUT, check);
+  }
+
+  /**
+   * Polls {@code check} every 20 ms until it holds; fails after
+   * {@code timeout}. For state seen only from outside (another process's);
+   * state a test owns is better awaited on its monitor.
+   */
+  static void eventually(String what, Duration timeout, Check check) throws Exception {
+    long deadline = System.nanoTime() + timeout.toNanos();
     while (!check.ok()) {
       if (System.nanoTime() > deadline) {
         throw new AssertionError("never: " + what);

@@ -28,8 +28,6 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.BooleanSupplier;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -44,7 +42,8 @@ import org.junit.jupiter.api.Test;
  * catching up is a relist (the API server's window passed); a token older
  * than the persisted history, or one a SIGKILLed run issued after its last
  * snapshot, gets RESET and the mirror converges all the same. Every wait
- * polls a condition with a deadline.
+ * is on a condition with a deadline: the test's own state on its monitor,
+ * the sidecar process's polled with DemoTestBase's helper.
  */
 class RestartResumeTest {
   static final String SIDECAR = System.getenv().getOrDefault("INFORMER_SIDECAR_BIN",
@@ -67,7 +66,8 @@ class RestartResumeTest {
   /**
    * Checks the handlers' story: an add only of a key not held, an update or
    * delete only of one held, every update newer than what was held (a
-   * repeated event would go backwards or stand still).
+   * repeated event would go backwards or stand still). Every handler call
+   * notifies its monitor, so that a test can await the count.
    */
   static final class Story {
     final Map<String, Long> held = new HashMap<>();
@@ -84,6 +84,7 @@ class RestartResumeTest {
         errors.add("add of held " + k);
       }
       events++;
+      notifyAll();
     }
 
     private synchronized void update(JsonNode o) {
@@ -95,6 +96,7 @@ class RestartResumeTest {
         errors.add("update of " + k + " to " + rv(o) + " over " + had);
       }
       events++;
+      notifyAll();
     }
 
     private synchronized void delete(JsonNode o) {
@@ -103,10 +105,18 @@ class RestartResumeTest {
         errors.add("delete of absent " + k);
       }
       events++;
+      notifyAll();
     }
 
     synchronized long events() {
       return events;
+    }
+
+    /** Waits until the handlers were called {@code n} more times. */
+    synchronized void awaitMore(long n) throws InterruptedException {
+      long until = events + n;
+      assertTrue(StreamThread.awaitLocked(this, () -> events >= until, TIMEOUT),
+          () -> events + " events, " + until + " awaited");
     }
 
     synchronized List<String> errors() {
@@ -123,7 +133,8 @@ class RestartResumeTest {
    * stopped.
    */
   final class Churn implements AutoCloseable {
-    final AtomicLong done = new AtomicLong();
+    /** Rounds of changes made; guarded by the Churn's monitor. */
+    private long done;
     private final AtomicBoolean stop = new AtomicBoolean();
     private final Thread thread = new Thread(this::run, "churn");
     private volatile Exception failure;
@@ -131,6 +142,17 @@ class RestartResumeTest {
     Churn start() {
       thread.start();
       return this;
+    }
+
+    synchronized long done() {
+      return done;
+    }
+
+    /** Waits until {@code n} more rounds of changes were made. */
+    synchronized void awaitMore(long n) throws InterruptedException {
+      long until = done + n;
+      assertTrue(StreamThread.awaitLocked(this, () -> done >= until, TIMEOUT),
+          () -> done + " rounds, " + until + " awaited");
     }
 
     private void run() {
@@ -146,7 +168,10 @@ class RestartResumeTest {
                   null);
             }
           }
-          done.set(n + 1);
+          synchronized (this) {
+            done = n + 1;
+            notifyAll();
+          }
           // Paces the load (about 200 changes a second, not a wait for a
           // condition): a faster churn outruns the 10000 events the history
           // keeps within a run, and a mirror's token inside a coalesced
@@ -258,7 +283,8 @@ class RestartResumeTest {
         .redirectOutput(dir.resolve(log).toFile())
         .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null"))).start();
     // The sidecar writes the file (atomically, by rename) once bound.
-    eventually(log + ": ports file", () -> {
+    // Another process's state: polled, with the shared helper.
+    DemoTestBase.eventually(log + ": ports file", TIMEOUT, () -> {
       assertTrue(sidecar.isAlive(), () -> "sidecar exited: " + log(log));
       return Files.exists(ports);
     });
@@ -269,7 +295,7 @@ class RestartResumeTest {
     }
     ManagedChannel ch = Sidecar.openChannel(target());
     try {
-      eventually(log + ": serving gRPC", () -> {
+      DemoTestBase.eventually(log + ": serving gRPC", TIMEOUT, () -> {
         ch.resetConnectBackoff();
         return ch.getState(true) == ConnectivityState.READY;
       });
@@ -344,26 +370,6 @@ class RestartResumeTest {
         + want.size());
   }
 
-  /** Waits until the story has {@code n} more events. */
-  static void moreEvents(Story story, long n) throws Exception {
-    long until = story.events() + n;
-    eventually(until + " events", () -> story.events() >= until);
-  }
-
-  interface Check {
-    boolean ok() throws Exception;
-  }
-
-  /** Polls {@code check} every 20 ms until it holds; fails after TIMEOUT. */
-  static void eventually(String what, Check check) throws Exception {
-    long deadline = System.nanoTime() + TIMEOUT.toNanos();
-    while (!check.ok()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("never: " + what);
-      }
-      Thread.sleep(20); // polls a condition, bounded by the deadline
-    }
-  }
 
   // ----- the tests -----
 
@@ -377,23 +383,22 @@ class RestartResumeTest {
     Churn churn = new Churn();
     long began = System.nanoTime();
     try (Churn c = churn.start()) {
-      moreEvents(story, 30);
+      story.awaitMore(30);
       for (int run = 1; run <= 2; run++) {
         assertEquals(0, terminate());
         // Changes while no sidecar runs reach the mirror as ordinary events
         // after the restart (the informer catches up from the snapshot).
-        long done = churn.done.get();
-        eventually("churn while down", () -> churn.done.get() >= done + 20);
+        churn.awaitMore(20);
         start("run" + run + ".log");
-        moreEvents(story, 30);
+        story.awaitMore(30);
         assertTrue(log("run" + run + ".log").contains("Watch history loaded"),
             log("run" + run + ".log"));
       }
     }
-    System.out.printf("churn: %d rounds (1.4 changes each) in %.1f s%n", churn.done.get(),
+    System.out.printf("churn: %d rounds (1.4 changes each) in %.1f s%n", churn.done(),
         (System.nanoTime() - began) / 1e9);
     expectConverged(inf);
-    assertEquals(0, inf.resets(), "after " + churn.done.get() + " changes");
+    assertEquals(0, inf.resets(), "after " + churn.done() + " changes");
     assertTrue(inf.reconnects() >= 2, String.valueOf(inf.reconnects()));
     assertEquals(List.of(), story.errors());
   }
@@ -432,8 +437,11 @@ class RestartResumeTest {
     // The differences arrived as events: three updates and a delete.
     assertEquals("down", inf.getByKey("benchcms/cm-000040").path("data").path("while").asText());
     assertNull(inf.getByKey("benchcms/cm-000009"));
-    eventually("the handlers saw 4 changes", () -> story.events() >= initial + 4);
-    assertEquals(initial + 4, story.events());
+    synchronized (story) {
+      assertTrue(StreamThread.awaitLocked(story, () -> story.events >= initial + 4, TIMEOUT),
+          () -> "the handlers saw " + (story.events - initial) + " changes, not 4");
+      assertEquals(initial + 4, story.events);
+    }
     assertEquals(0, inf.resets());
     assertEquals(List.of(), story.errors());
   }
@@ -449,7 +457,7 @@ class RestartResumeTest {
     String syncedToken = first.resumeToken();
     try (Churn c = new Churn().start()) {
       // Past the 50 events the history keeps.
-      moreEvents(firstStory, 120);
+      firstStory.awaitMore(120);
     }
     expectConverged(first);
     String lastToken = first.resumeToken();
@@ -471,22 +479,21 @@ class RestartResumeTest {
     last.onAdd((o, initial) -> {
       synchronized (calls) {
         calls.add("add " + Sidecar.objectKey(o));
+        calls.notifyAll();
       }
     }).onUpdate((o, n) -> {
       synchronized (calls) {
         calls.add("update " + Sidecar.objectKey(n));
+        calls.notifyAll();
       }
     });
     last.start();
     HttpResponse<String> r = patch("cm-000001", "{\"after\":\"restart\"}");
     assertEquals(200, r.statusCode(), r.body());
     // Resumed into an empty mirror: the change is its first object, added.
-    eventually("the change after the restart", () -> {
-      synchronized (calls) {
-        return !calls.isEmpty();
-      }
-    });
     synchronized (calls) {
+      assertTrue(StreamThread.awaitLocked(calls, () -> !calls.isEmpty(), TIMEOUT),
+          "the change after the restart never came");
       assertEquals(List.of("add benchcms/cm-000001"), calls);
     }
     assertEquals(0, last.resets());
@@ -501,12 +508,14 @@ class RestartResumeTest {
     second.start();
     assertTrue(second.waitForSync(TIMEOUT));
     try (Churn c = new Churn().start()) {
-      moreEvents(secondStory, 30);
+      secondStory.awaitMore(30);
     }
     expectConverged(second);
     kill();
     start("c.log", history);
-    eventually("a RESET: " + log("c.log"), () -> second.resets() >= 1);
+    // Re-evaluated at every change of the mirror: the RESET's
+    // reconciliation and its INITIAL_STATE_DONE follow the count.
+    assertTrue(second.waitFor(i -> i.resets() >= 1, TIMEOUT), () -> "no RESET: " + log("c.log"));
     expectConverged(second);
     assertEquals(1, second.resets());
     assertEquals(List.of(), secondStory.errors());
