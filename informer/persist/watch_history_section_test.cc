@@ -1,6 +1,9 @@
 #include "informer/persist/watch_history_section.h"
 
+#include <functional>
+#include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -75,17 +78,31 @@ std::string Rv(const ObjectPtr& o) {
   return std::string(o->resource_version());
 }
 
-TEST(WatchHistorySectionTest, RoundTripsThroughASnapshotFile) {
-  const Fixture f;
-  const std::string dir = MakeTempDir();
+// Writes a snapshot of the fixture's objects at "14" with its history as an
+// extra section, into a new directory `*dir`; `*path` is the file.
+void WriteWithHistory(const Fixture& f, std::string* dir,
+                      std::string* path = nullptr) {
+  *dir = MakeTempDir();
   SnapshotWriteOptions wo;
   wo.extra_sections.push_back(EncodeWatchHistorySection(f.History()));
-  ASSERT_TRUE(
-      WriteSnapshot(dir, ConfigMapsIdentity(), "14", f.Snapshot(), wo).ok());
+  absl::StatusOr<SnapshotWriteStats> w =
+      WriteSnapshot(*dir, ConfigMapsIdentity(), "14", f.Snapshot(), wo);
+  ASSERT_TRUE(w.ok()) << w.status();
+  if (path != nullptr) *path = w->path;
+}
+
+SnapshotReadOptions KeepingHistory() {
   SnapshotReadOptions ro;
   ro.keep_sections = {kWatchHistorySection};
-  absl::StatusOr<LoadedSnapshot> loaded =
-      ReadSnapshot(dir, ConfigMapsIdentity(), TransformOptions(), ro);
+  return ro;
+}
+
+TEST(WatchHistorySectionTest, RoundTripsThroughASnapshotFile) {
+  const Fixture f;
+  std::string dir;
+  ASSERT_NO_FATAL_FAILURE(WriteWithHistory(f, &dir));
+  absl::StatusOr<LoadedSnapshot> loaded = ReadSnapshot(
+      dir, ConfigMapsIdentity(), TransformOptions(), KeepingHistory());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   ASSERT_EQ(loaded->sections.size(), 1u);
   EXPECT_FALSE(loaded->sections[0].required);
@@ -115,11 +132,8 @@ TEST(WatchHistorySectionTest, RoundTripsThroughASnapshotFile) {
 
 TEST(WatchHistorySectionTest, AReaderNotAskingForItSkipsIt) {
   const Fixture f;
-  const std::string dir = MakeTempDir();
-  SnapshotWriteOptions wo;
-  wo.extra_sections.push_back(EncodeWatchHistorySection(f.History()));
-  ASSERT_TRUE(
-      WriteSnapshot(dir, ConfigMapsIdentity(), "14", f.Snapshot(), wo).ok());
+  std::string dir;
+  ASSERT_NO_FATAL_FAILURE(WriteWithHistory(f, &dir));
   absl::StatusOr<LoadedSnapshot> loaded =
       ReadSnapshot(dir, ConfigMapsIdentity(), TransformOptions());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -138,109 +152,128 @@ TEST(WatchHistorySectionTest, AnEmptyHistoryKeepsItsPosition) {
   EXPECT_TRUE(back->events.empty());
 }
 
-TEST(WatchHistorySectionTest, AFutureSectionVersionIsRefused) {
-  const Fixture f;
-  SnapshotSection s = EncodeWatchHistorySection(f.History());
-  s.version = kWatchHistorySectionVersion + 1;
-  absl::StatusOr<PersistedWatchHistory> h = Decode(s, f);
-  EXPECT_EQ(h.status().code(), absl::StatusCode::kUnimplemented) << h.status();
-  EXPECT_TRUE(absl::StrContains(h.status().message(), "version 2"));
+// A section the decoder refuses: the fixture's history changed by
+// `change`, encoded, the encoding changed by `damage`, decoded against a
+// snapshot at `rv`; refused with `code`, the message saying `says`.
+struct Refusal {
+  std::string name;
+  std::function<void(const Fixture&, PersistedWatchHistory*)> change;
+  std::function<void(SnapshotSection*)> damage;
+  std::string rv;
+  absl::StatusCode code;
+  std::string says;  // "": any message
+};
+
+void PrintTo(const Refusal& r, std::ostream* os) { *os << r.name; }
+
+Refusal HistoryRefused(
+    std::string name,
+    std::function<void(const Fixture&, PersistedWatchHistory*)> change,
+    absl::StatusCode code, std::string says) {
+  return {std::move(name), std::move(change), nullptr, "14", code,
+          std::move(says)};
 }
 
-TEST(WatchHistorySectionTest, AnotherIdentityIsRefused) {
+Refusal SectionRefused(std::string name,
+                       std::function<void(SnapshotSection*)> damage,
+                       absl::StatusCode code, std::string says = "") {
+  return {std::move(name), nullptr, std::move(damage), "14", code,
+          std::move(says)};
+}
+
+class WatchHistoryRefusalTest : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(WatchHistoryRefusalTest, IsRefused) {
+  const Refusal& r = GetParam();
   const Fixture f;
-  SnapshotIdentity other = ConfigMapsIdentity();
-  other.namespace_ = "elsewhere";
   PersistedWatchHistory h = f.History();
-  h.identity = WatchHistoryIdentity(other);
-  absl::StatusOr<PersistedWatchHistory> back =
-      Decode(EncodeWatchHistorySection(h), f);
-  EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(back.status().message(), "another informer"))
+  if (r.change) r.change(f, &h);
+  SnapshotSection section = EncodeWatchHistorySection(h);
+  if (r.damage) r.damage(&section);
+  absl::StatusOr<PersistedWatchHistory> back = Decode(section, f, r.rv);
+  EXPECT_EQ(back.status().code(), r.code) << back.status();
+  EXPECT_TRUE(absl::StrContains(back.status().message(), r.says))
       << back.status();
 }
 
-TEST(WatchHistorySectionTest, AnotherSnapshotsResourceVersionIsRefused) {
-  const Fixture f;
-  absl::StatusOr<PersistedWatchHistory> h =
-      Decode(EncodeWatchHistorySection(f.History()), f, "15");
-  EXPECT_EQ(h.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(h.status().message(), "written at"))
-      << h.status();
-}
-
-TEST(WatchHistorySectionTest, AHistoryNotEndingAtTheSnapshotIsRefused) {
-  const Fixture f;
-  // The snapshot holds a@12; the history says a went on to 15.
-  PersistedWatchHistory h = f.History();
-  h.events.push_back(Event(10, Cm("a", "uid-a", 15), f.a12));
-  h.last_seq = 10;
-  absl::StatusOr<PersistedWatchHistory> back =
-      Decode(EncodeWatchHistorySection(h), f);
-  EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(back.status().message(), "object ns/a"))
-      << back.status();
-}
-
-TEST(WatchHistorySectionTest, ADeletionTheSnapshotDoesNotReflectIsRefused) {
-  const Fixture f;
-  // The history says d was deleted; the snapshot still holds it.
-  PersistedWatchHistory h = f.History();
-  h.events.push_back(Event(10, Cm("d", "uid-d", 15), f.d2, /*deleted=*/true));
-  h.last_seq = 10;
-  absl::StatusOr<PersistedWatchHistory> back =
-      Decode(EncodeWatchHistorySection(h), f);
-  EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(back.status().message(), "object ns/d"))
-      << back.status();
-}
-
-TEST(WatchHistorySectionTest, GarbledRecordsAreDataLoss) {
-  const Fixture f;
-  const SnapshotSection good = EncodeWatchHistorySection(f.History());
-  SnapshotSection cut = good;
-  cut.records[3].resize(cut.records[3].size() / 2);
-  EXPECT_EQ(Decode(cut, f).status().code(), absl::StatusCode::kDataLoss);
-  SnapshotSection header = good;
-  header.records[0].resize(3);
-  EXPECT_EQ(Decode(header, f).status().code(), absl::StatusCode::kDataLoss);
-  SnapshotSection missing = good;
-  missing.records.pop_back();
-  EXPECT_EQ(Decode(missing, f).status().code(), absl::StatusCode::kDataLoss);
-  SnapshotSection gap = good;
-  std::swap(gap.records[1], gap.records[2]);
-  absl::StatusOr<PersistedWatchHistory> h = Decode(gap, f);
-  EXPECT_EQ(h.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_TRUE(absl::StrContains(h.status().message(), "consecutive"))
-      << h.status();
-}
+INSTANTIATE_TEST_SUITE_P(
+    WatchHistorySectionTest, WatchHistoryRefusalTest,
+    ::testing::Values(
+        SectionRefused(
+            "AFutureSectionVersion",
+            [](SnapshotSection* s) {
+              s->version = kWatchHistorySectionVersion + 1;
+            },
+            absl::StatusCode::kUnimplemented, "version 2"),
+        HistoryRefused(
+            "AnotherIdentity",
+            [](const Fixture&, PersistedWatchHistory* h) {
+              SnapshotIdentity other = ConfigMapsIdentity();
+              other.namespace_ = "elsewhere";
+              h->identity = WatchHistoryIdentity(other);
+            },
+            absl::StatusCode::kFailedPrecondition, "another informer"),
+        Refusal{"AnotherSnapshotsResourceVersion", nullptr, nullptr, "15",
+                absl::StatusCode::kFailedPrecondition, "written at"},
+        // The snapshot holds a@12; the history says a went on to 15.
+        HistoryRefused(
+            "AHistoryNotEndingAtTheSnapshot",
+            [](const Fixture& f, PersistedWatchHistory* h) {
+              h->events.push_back(Event(10, Cm("a", "uid-a", 15), f.a12));
+              h->last_seq = 10;
+            },
+            absl::StatusCode::kFailedPrecondition, "object ns/a"),
+        // The history says d was deleted; the snapshot still holds it.
+        HistoryRefused(
+            "ADeletionTheSnapshotDoesNotReflect",
+            [](const Fixture& f, PersistedWatchHistory* h) {
+              h->events.push_back(
+                  Event(10, Cm("d", "uid-d", 15), f.d2, /*deleted=*/true));
+              h->last_seq = 10;
+            },
+            absl::StatusCode::kFailedPrecondition, "object ns/d"),
+        // Garbled records are data loss.
+        SectionRefused(
+            "ACutRecord",
+            [](SnapshotSection* s) {
+              s->records[3].resize(s->records[3].size() / 2);
+            },
+            absl::StatusCode::kDataLoss),
+        SectionRefused(
+            "ACutHeader", [](SnapshotSection* s) { s->records[0].resize(3); },
+            absl::StatusCode::kDataLoss),
+        SectionRefused(
+            "AMissingRecord", [](SnapshotSection* s) { s->records.pop_back(); },
+            absl::StatusCode::kDataLoss),
+        SectionRefused(
+            "RecordsOutOfOrder",
+            [](SnapshotSection* s) { std::swap(s->records[1], s->records[2]); },
+            absl::StatusCode::kDataLoss, "consecutive")),
+    [](const ::testing::TestParamInfo<Refusal>& info) {
+      return info.param.name;
+    });
 
 // The file is checksummed as a whole: damage inside the section (flipped
 // bytes, a file cut inside it) makes the whole snapshot untrustworthy, and
 // the reader refuses all of it (a cold start), never a part.
 TEST(WatchHistorySectionTest, DamageInTheSectionFailsTheWholeFile) {
   const Fixture f;
-  const std::string dir = MakeTempDir();
-  SnapshotWriteOptions wo;
-  wo.extra_sections.push_back(EncodeWatchHistorySection(f.History()));
-  absl::StatusOr<SnapshotWriteStats> w =
-      WriteSnapshot(dir, ConfigMapsIdentity(), "14", f.Snapshot(), wo);
-  ASSERT_TRUE(w.ok()) << w.status();
-  const std::string bytes = ReadAll(w->path);
+  std::string dir, path;
+  ASSERT_NO_FATAL_FAILURE(WriteWithHistory(f, &dir, &path));
+  const std::string bytes = ReadAll(path);
   const size_t at = bytes.find(kWatchHistorySection);
   ASSERT_NE(at, std::string::npos);
-  SnapshotReadOptions ro;
-  ro.keep_sections = {kWatchHistorySection};
+  const SnapshotReadOptions ro = KeepingHistory();
   // A byte of an event's JSON, well inside the section's records.
   std::string flipped = bytes;
   flipped[at + 200] ^= 0x20;
-  WriteAll(w->path, flipped);
+  WriteAll(path, flipped);
   absl::Status s =
-      ReadSnapshotFile(w->path, ConfigMapsIdentity(), TransformOptions(), ro)
+      ReadSnapshotFile(path, ConfigMapsIdentity(), TransformOptions(), ro)
           .status();
   EXPECT_EQ(GetSnapshotProblem(s), SnapshotProblem::kChecksum) << s;
-  WriteAll(w->path, bytes.substr(0, at + 200));
-  s = ReadSnapshotFile(w->path, ConfigMapsIdentity(), TransformOptions(), ro)
+  WriteAll(path, bytes.substr(0, at + 200));
+  s = ReadSnapshotFile(path, ConfigMapsIdentity(), TransformOptions(), ro)
           .status();
   EXPECT_EQ(GetSnapshotProblem(s), SnapshotProblem::kTruncated) << s;
 }
