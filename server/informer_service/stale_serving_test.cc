@@ -6,11 +6,15 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "informer/cache/testing/fake_source.h"
 #include "informer/util/clock.h"
 #include "server/informer_service/informer_service.h"
@@ -26,21 +30,11 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-// Polls `cond` until true or 30 s of real time passed.
-template <typename Cond>
-bool Eventually(Cond cond) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!cond()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
-
 class StaleStateTest : public ::testing::Test {
  protected:
   // The registry of one configmaps informer on a FakeSource (source_),
-  // entry_ its entry.
+  // entry_ its entry; the informer's reflector errors are counted in
+  // errors_ (see AwaitSourceError).
   void CreateRegistry(bool serve_stale) {
     ListerWatcherFactory factory = [this](const ResourceConfig&)
         -> absl::StatusOr<std::unique_ptr<informer::ListerWatcher>> {
@@ -55,6 +49,38 @@ class StaleStateTest : public ::testing::Test {
     ASSERT_TRUE(registry.ok()) << registry.status();
     registry_ = *std::move(registry);
     entry_ = *registry_->Find("configmaps");
+    // Called by the reflector once its error count went up (the count that
+    // ObserveStale reads).
+    ASSERT_TRUE(entry_->informer
+                    ->SetWatchErrorHandler([this](const absl::Status&) {
+                      absl::MutexLock lock(&errors_mu_);
+                      ++errors_;
+                    })
+                    .ok());
+  }
+
+  // Waits until the informer failed at least once: it has tried the API
+  // server (the timeout is a failsafe).
+  void AwaitSourceError() {
+    absl::MutexLock lock(&errors_mu_);
+    auto failed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(errors_mu_) {
+      return errors_ > 0;
+    };
+    ASSERT_TRUE(errors_mu_.AwaitWithTimeout(absl::Condition(&failed),
+                                            absl::Seconds(30)))
+        << "the informer never tried the API server";
+  }
+
+  // Seeds the source with ns/a..ns/d and returns that state as a snapshot
+  // holds it (`*rv` its resourceVersion).
+  std::vector<informer::ObjectPtr> SeedSnapshot(std::string* rv) {
+    for (const char* name : {"a", "b", "c", "d"}) {
+      EXPECT_TRUE(source_->Add("ns", name).ok());
+    }
+    std::vector<informer::ObjectPtr> snapshot;
+    for (const auto& [key, obj] : source_->Snapshot()) snapshot.push_back(obj);
+    *rv = source_->CurrentResourceVersion();
+    return snapshot;
   }
 
   // The InformerService on a loopback port, stub_ its client.
@@ -76,12 +102,8 @@ class StaleStateTest : public ::testing::Test {
   // then changes the source behind it: b modified, d deleted, e added.
   void SetUpRegistry(bool serve_stale) {
     ASSERT_NO_FATAL_FAILURE(CreateRegistry(serve_stale));
-    for (const char* name : {"a", "b", "c", "d"}) {
-      ASSERT_TRUE(source_->Add("ns", name).ok());
-    }
-    std::vector<informer::ObjectPtr> snapshot;
-    for (const auto& [key, obj] : source_->Snapshot()) snapshot.push_back(obj);
-    const std::string rv = source_->CurrentResourceVersion();
+    std::string rv;
+    const std::vector<informer::ObjectPtr> snapshot = SeedSnapshot(&rv);
     ASSERT_TRUE(source_->Modify("ns", "b", {{"v", "2"}}).ok());
     ASSERT_TRUE(source_->Delete("ns", "d").ok());
     ASSERT_TRUE(source_->Add("ns", "e").ok());
@@ -91,9 +113,7 @@ class StaleStateTest : public ::testing::Test {
     CutOff();
     ASSERT_TRUE(registry_->Start().ok());
     ASSERT_NO_FATAL_FAILURE(StartServer());
-    // Failed at least once: the informer has tried the API server.
-    ASSERT_TRUE(Eventually(
-        [&] { return entry_->informer->GetReflectorCounters().errors > 0; }));
+    ASSERT_NO_FATAL_FAILURE(AwaitSourceError());
   }
 
   void TearDown() override {
@@ -140,6 +160,8 @@ class StaleStateTest : public ::testing::Test {
   }
 
   informer::FakeClock clock_;
+  absl::Mutex errors_mu_;
+  int64_t errors_ ABSL_GUARDED_BY(errors_mu_) = 0;
   informer::FakeSource* source_ = nullptr;
   std::unique_ptr<InformerRegistry> registry_;
   InformerRef entry_;
@@ -150,7 +172,9 @@ class StaleStateTest : public ::testing::Test {
 
 TEST_F(StaleStateTest, ServedStaleThenFreshWithTheChangesAsEvents) {
   SetUpRegistry(/*serve_stale=*/true);
-  ASSERT_TRUE(Eventually([&] { return ObserveStale(*entry_).stale; }));
+  // Started with the snapshot's objects (Start installs them before the
+  // reflector runs), and failed since: stale.
+  ASSERT_TRUE(ObserveStale(*entry_).stale);
   v1::ResourceStatus status = Status();
   EXPECT_TRUE(status.stale());
   EXPECT_FALSE(status.synced());
@@ -244,16 +268,11 @@ TEST_F(StaleStateTest, AResumeBegunFromTheHeaderIsNotStaleBeforeItsState) {
   // only then do the informers start with their objects. Until then the
   // cache is empty: not a stale snapshot to serve, whatever the errors.
   ASSERT_NO_FATAL_FAILURE(CreateRegistry(/*serve_stale=*/true));
-  for (const char* name : {"a", "b", "c", "d"}) {
-    ASSERT_TRUE(source_->Add("ns", name).ok());
-  }
-  std::vector<informer::ObjectPtr> snapshot;
-  for (const auto& [key, obj] : source_->Snapshot()) snapshot.push_back(obj);
-  const std::string rv = source_->CurrentResourceVersion();
+  std::string rv;
+  const std::vector<informer::ObjectPtr> snapshot = SeedSnapshot(&rv);
   CutOff();
   ASSERT_TRUE(entry_->informer->BeginResume(rv).ok());
-  ASSERT_TRUE(Eventually(
-      [&] { return entry_->informer->GetReflectorCounters().errors > 0; }));
+  ASSERT_NO_FATAL_FAILURE(AwaitSourceError());
   ASSERT_TRUE(entry_->informer->SetInitialState(snapshot, rv).ok());
   entry_->stale.MarkLoadedFromSnapshot(clock_.Now() - absl::Hours(1));
   ASSERT_NO_FATAL_FAILURE(StartServer());
