@@ -47,6 +47,20 @@ thread count. A relist is forced when the server answered 410 to the
 watch before it, or the list before it failed before its end (the
 sidecar's log says which); any other relist fails the run, as does a
 checkpoint that does not converge.
+
+Flat, as soak_bench judges it: after warm-up. The Watch history is a
+buffer bounded by --history_cap_bytes and --history_cap_events (passed to
+the sidecar): while it fills, RSS grows by design; and each relist's
+transient stays resident until the next release, so a checkpoint before
+the first relist has none of it. Warm-up ends at the first checkpoint
+where the sidecar's /metrics show the history at least
+--warmup_history_fill of either cap and at least --warmup_relists relists;
+that checkpoint is the baseline. Every checkpoint is reported, those
+before it marked warm-up, with the spreads over all checkpoints and after
+warm-up; VmRSS and threads must stay within --flat_within of each other
+from the baseline on. Exit status: 2 when a checkpoint did not converge
+or a relist was not forced, else 3 when not flat after warm-up (or
+warm-up never ended).
 """
 
 import argparse
@@ -73,6 +87,7 @@ RESTARTS = "informer_sidecar_informer_watch_restarts_total"
 HEAP = "informer_sidecar_heap_in_use_bytes"
 HEAP_AGE = "informer_sidecar_heap_in_use_age_seconds"
 HISTORY = "informer_sidecar_watch_history_bytes"
+HISTORY_EVENTS = "informer_sidecar_watch_history_events"
 
 
 def duration(text):
@@ -113,7 +128,37 @@ def parse_args(argv=None):
                    "(default: removed with the run's directory).")
     p.add_argument("--sidecar_flag", action="append", default=[],
                    help="An extra informer_sidecar flag (repeatable).")
+    p.add_argument("--history_cap_bytes", type=int, default=16 << 20,
+                   help="The sidecar's --watch_history_bytes (its default): "
+                   "the Watch history's byte cap, which warm-up waits for.")
+    p.add_argument("--history_cap_events", type=int, default=10000,
+                   help="The sidecar's --watch_history (its default): the "
+                   "Watch history's event cap, which warm-up waits for.")
+    p.add_argument("--warmup_history_fill", type=float, default=0.99,
+                   help="Warm-up lasts until the Watch history holds at "
+                   "least this fraction of either cap (a full history stays "
+                   "within an event of its cap); 0: do not wait for it.")
+    p.add_argument("--warmup_relists", type=int, default=1,
+                   help="Warm-up lasts until at least this many relists "
+                   "were applied (a relist's transient in the baseline); "
+                   "0: do not wait for one.")
+    p.add_argument("--flat_within", type=float, default=10,
+                   help="Percent: VmRSS and threads are flat when their "
+                   "checkpoints after warm-up stay within this of each "
+                   "other (max/min - 1).")
     return p.parse_args(argv)
+
+
+def warmed_up(args, row):
+    """Whether warm-up is over at checkpoint `row`: the Watch history at
+    least --warmup_history_fill of either cap and --warmup_relists
+    relists applied."""
+    fill = args.warmup_history_fill
+    full = fill <= 0 or \
+        row["history_mb"] * 1e6 >= fill * args.history_cap_bytes or \
+        row["history_events"] >= fill * args.history_cap_events
+    return full and row["relists"] >= args.warmup_relists
+
 
 def relist_causes(log):
     """The cause of each relist the reflector logged: "410" (the server
@@ -289,7 +334,10 @@ class Soak:
         self.sidecar = RealSidecar(
             os.path.join(tmp, "sidecar"), kubeconfig,
             ["--resources=" + RESOURCE, "--namespace=" + NS,
-             "--print_events=false"] + args.sidecar_flag).start()
+             "--print_events=false",
+             "--watch_history_bytes=%d" % args.history_cap_bytes,
+             "--watch_history=%d" % args.history_cap_events] +
+            args.sidecar_flag).start()
         target = "unix:" + self.sidecar.socket
         self.consumers = [Consumer(name, target, self.pb, name,
                                    args.slow_delay)
@@ -384,31 +432,35 @@ class Soak:
             "heap_mb": self.fresh_heap_in_use() / 1e6,
             "history_mb": self.sidecar.metric(
                 HISTORY, resource=RESOURCE) / 1e6,
+            "history_events": self.sidecar.metric(
+                HISTORY_EVENTS, resource=RESOURCE),
             "threads": proc_status(pid, "Threads"),
         }
-        self.print_row(row)
         return row
 
-    HEADER = ("| elapsed | changes (failed) | cuts | stuck | drops | "
+    HEADER = ("| elapsed | phase | changes (failed) | cuts | stuck | drops | "
               "freezes | compactions | restarts | 410s | relists | "
               "re-watches | cache staleness | consumers caught up | "
               "cache = server | mirrors = server | VmRSS | heap in use | "
-              "history | threads |\n" + "| --- " * 19 + "|")
+              "history | history events | threads |\n" + "| --- " * 21 +
+              "|")
 
     def print_row(self, r):
         f = r["faults"]
         stale = ("%.2f s" % r["cache_stale"] if r["cache_stale"] is not None
                  else "never")
-        print("| %.1f min | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | "
-              "%d | %s | %.2f s | %s | %d/%d | %.1f MB | %.1f MB | %.1f MB | "
-              "%.0f |" % (
-                  r["elapsed"], r["changes"], r["failed"], f["cut"],
+        print("| %.1f min | %s | %d (%d) | %d | %d | %d | %d | %d | %d | %d | "
+              "%d | %d | %s | %.2f s | %s | %d/%d | %.1f MB | %.1f MB | "
+              "%.1f MB | %.0f | %.0f |" % (
+                  r["elapsed"], r["phase"], r["changes"], r["failed"],
+                  f["cut"],
                   f["stuck"], f["drop"], f["freeze"], f["compact"],
                   f["restart"], r["expired"], r["relists"], r["rewatches"],
                   stale, r["all_stale"],
                   "yes (%d)" % r["objects"] if r["cache_ok"] else "NO",
                   r["mirrors_ok"], len(self.consumers), r["rss_mb"],
-                  r["heap_mb"], r["history_mb"], r["threads"]),
+                  r["heap_mb"], r["history_mb"], r["history_events"],
+                  r["threads"]),
               file=self.out, flush=True)
 
     def run(self):
@@ -419,22 +471,30 @@ class Soak:
         start = time.monotonic()
         paused = 0.0
         rows = []
+        baseline = None  # the first checkpoint after warm-up
         next_at = self.args.checkpoint_every
         while next_at <= self.args.duration + 1e-6:
             if time.monotonic() - start - paused >= next_at:
                 # Before the faults due at the same time: they come after
                 # it (a freeze begun now would end at once).
                 began = time.monotonic()
-                rows.append(self.checkpoint(start))
+                row = self.checkpoint(start)
+                if baseline is None and warmed_up(self.args, row):
+                    baseline = len(rows)
+                row["phase"] = ("warm-up" if baseline is None else
+                                "baseline" if baseline == len(rows) else
+                                "after warm-up")
+                self.print_row(row)
+                rows.append(row)
                 paused += time.monotonic() - began
                 self.faults.postpone(time.monotonic() - began)
                 next_at += self.args.checkpoint_every
                 continue
             self.faults.tick()
             time.sleep(0.2)  # the faults' clock
-        return self.summarize(rows)
+        return self.summarize(rows, baseline)
 
-    def summarize(self, rows):
+    def summarize(self, rows, baseline):
         """The run's figures. Relists the log does not explain (a build
         that logs none for WatchList) count as unforced."""
         relists = self.metric(RELISTS)
@@ -455,30 +515,72 @@ class Soak:
             "reconnects": {c.name: (c.reconnects, dict(c.ends))
                            for c in self.consumers},
             "faults": dict(self.faults.count),
+            "baseline": baseline,
+            "flat": {},
         }
         print("\nfaults: %s; %d 410s; relists %d (%s; unforced %d); max "
-              "cache staleness %s; VmRSS %s; heap in use %s; threads %s; "
-              "consumer reconnects: %s; checkpoints failed: %d of %d" % (
+              "cache staleness %s; consumer reconnects: %s; checkpoints "
+              "failed: %d of %d" % (
                   self.faults.summary(), expired, relists,
                   ", ".join("after %s: %d" % (k, causes.count(k))
                             for k in sorted(set(causes))) or "none logged",
                   result["unforced"],
                   "%.2f s" % max(stale) if stale else "-",
-                  spread(rss, "%.1f MB"), spread(heap, "%.1f MB"),
-                  spread(threads, "%.0f"),
                   ", ".join("%s %d %s" % (n, k, e) for n, (k, e) in
                             result["reconnects"].items()),
                   result["failures"], len(rows)), file=self.out, flush=True)
+        if baseline is None:
+            print("warm-up did not end in %d checkpoints (see "
+                  "--warmup_history_fill, --warmup_relists): no checkpoint "
+                  "to judge flatness on" % len(rows), file=self.out)
+        else:
+            print("warm-up: %d checkpoint(s); baseline the checkpoint at "
+                  "%.1f min (history at least %.0f%% of a cap, %d+ relists)"
+                  % (baseline, rows[baseline]["elapsed"],
+                     self.args.warmup_history_fill * 100,
+                     self.args.warmup_relists), file=self.out)
+        for name, values, fmt, judged in (
+                ("VmRSS", rss, "%.1f MB", True),
+                ("threads", threads, "%.0f", True),
+                # Not judged: a checkpoint samples it at any point of a
+                # relist's transient.
+                ("heap in use", heap, "%.1f MB", False)):
+            line, flat = flatness(values, fmt, baseline,
+                                  self.args.flat_within if judged else None)
+            print("%s: %s" % (name, line), file=self.out, flush=True)
+            if judged:
+                result["flat"][name] = flat
         return result
 
 
 def spread(values, fmt):
-    """min-max, with the spread over all and from the second on."""
+    """min - max (max/min - 1)."""
     if not values:
         return "-"
-    pct = lambda v: (max(v) / min(v) - 1) * 100 if v and min(v) else 0.0
-    return "%s-%s (spread %.1f%%, %.1f%% from the second checkpoint)" % (
-        fmt % min(values), fmt % max(values), pct(values), pct(values[1:]))
+    pct = (max(values) / min(values) - 1) * 100 if min(values) else 0.0
+    return "%s - %s (%.1f%%)" % (fmt % min(values), fmt % max(values), pct)
+
+
+def flatness(values, fmt, baseline, within):
+    """The spread over all checkpoints and after warm-up (from `baseline`,
+    an index; None: warm-up never ended), against the baseline, and with
+    the verdict unless `within` (percent) is None. Returns (text, flat):
+    flat is False when warm-up never ended."""
+    text = "over all %d checkpoints %s" % (len(values), spread(values, fmt))
+    if baseline is None or baseline >= len(values):
+        return text + "; no checkpoint after warm-up", False
+    after = values[baseline:]
+    base = values[baseline]
+    flat = bool(min(after)) and \
+        (max(after) / min(after) - 1) * 100 <= (within or 0)
+    text += ("; after warm-up (%d checkpoints) %s, against the baseline "
+             "%+.1f%% to %+.1f%%" % (
+                 len(after), spread(after, fmt),
+                 (min(after) / base - 1) * 100 if base else 0.0,
+                 (max(after) / base - 1) * 100 if base else 0.0))
+    if within is not None:
+        text += ": %s within %g%%" % ("flat" if flat else "NOT flat", within)
+    return text, flat
 
 
 def run(args, can_drop, out=sys.stdout):
@@ -509,7 +611,10 @@ def main():
     print("dropped packets: %s" % ("on" if not why_not else
                                    "off (%s)" % why_not), flush=True)
     result = run(args, can_drop=not why_not)
-    sys.exit(0 if not (result["failures"] or result["unforced"]) else 2)
+    if result["failures"] or result["unforced"]:
+        sys.exit(2)
+    flat = result["flat"]
+    sys.exit(0 if flat and all(flat.values()) else 3)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,9 @@ SHORT = [
     "--freeze_for=10s", "--compact_every=30s", "--restart_every=55s",
     "--sidecar_flag=--api_watch_idle_timeout=8s",
     "--sidecar_flag=--api_tcp_timeout=5s",
+    # The history of 500 ConfigMaps does not fill in 2 minutes: warm-up
+    # ends with the first relist.
+    "--warmup_history_fill=0",
 ]
 
 
@@ -62,6 +65,19 @@ class ShortSoakAgainstRealServerTest(unittest.TestCase):
             self.assertEqual(row["mirrors_ok"], 3, row)
             self.assertEqual(row["objects"], 500, row)
         self.assertEqual(result["failures"], 0)
+        # Warm-up is read per checkpoint: the checkpoints before the first
+        # relist are marked warm-up, the first after it is the baseline.
+        baseline = result["baseline"]
+        warm = len(rows) if baseline is None else baseline
+        for row in rows[:warm]:
+            self.assertEqual(row["phase"], "warm-up", row)
+            self.assertEqual(row["relists"], 0, row)
+        if baseline is not None:
+            self.assertEqual(rows[baseline]["phase"], "baseline")
+            self.assertGreaterEqual(rows[baseline]["relists"], 1)
+            for row in rows[baseline + 1:]:
+                self.assertEqual(row["phase"], "after warm-up", row)
+            self.assertEqual(set(result["flat"]), {"VmRSS", "threads"})
         self.assertEqual(result["unforced"], 0, result)
         kinds = [k for k in bench.Faults.KINDS if k != "drop" or not NO_DROPS]
         for kind in kinds:

@@ -26,6 +26,21 @@
 // consumers, VmRSS, the main heap's resident size, the heap in use and the
 // Watch history's bytes (the sidecar's /metrics: heap RSS above the heap
 // in use is freed memory the allocator keeps) and thread count.
+//
+// Flat: the judgement compares checkpoints after warm-up. The Watch
+// history is a buffer bounded by --history_cap_bytes and
+// --history_cap_events (passed to the sidecar): while it fills, RSS grows
+// by design. And each relist leaves its transient allocations' high-water
+// mark resident until the next release: a checkpoint before the first
+// relist has none of it. So warm-up ends at the first checkpoint where the
+// history holds at least --warmup_history_fill of either cap and at least
+// --warmup_relists relists were applied, both read from the sidecar's
+// /metrics; that checkpoint is the baseline. Every checkpoint is reported,
+// those before it marked warm-up, and the spreads are printed over all
+// checkpoints and after warm-up; the run is flat when VmRSS and threads
+// stay within --flat_within of each other from the baseline on. Exit
+// status: 2 when a checkpoint did not converge, else 3 when VmRSS or
+// threads were not flat after warm-up or warm-up never ended.
 
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -33,6 +48,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -77,6 +93,24 @@ ABSL_FLAG(std::string, sidecar, "",
           "An informer_sidecar binary to soak instead of this build's.");
 ABSL_FLAG(absl::Duration, slow_delay, absl::Milliseconds(20),
           "The slow consumer's pause after each message.");
+ABSL_FLAG(int64_t, history_cap_bytes, int64_t{16} << 20,
+          "The sidecar's --watch_history_bytes (its default): the Watch "
+          "history's byte cap, which warm-up waits for.");
+ABSL_FLAG(int64_t, history_cap_events, 10000,
+          "The sidecar's --watch_history (its default): the Watch history's "
+          "event cap, which warm-up waits for.");
+ABSL_FLAG(double, warmup_history_fill, 0.99,
+          "Warm-up lasts until the Watch history holds at least this "
+          "fraction of --history_cap_bytes or of --history_cap_events (a "
+          "full history stays within an event of its cap). 0: do not wait "
+          "for it.");
+ABSL_FLAG(int, warmup_relists, 1,
+          "Warm-up lasts until at least this many relists were applied, so "
+          "that a relist's transient is in the baseline. 0: do not wait for "
+          "one.");
+ABSL_FLAG(double, flat_within, 10,
+          "Percent: VmRSS and threads are flat when their checkpoints after "
+          "warm-up stay within this of each other (max/min - 1).");
 
 namespace {
 
@@ -333,6 +367,8 @@ constexpr char kHeap[] = "informer_sidecar_heap_in_use_bytes";
 constexpr char kHeapAge[] = "informer_sidecar_heap_in_use_age_seconds";
 constexpr char kHistory[] =
     "informer_sidecar_watch_history_bytes{resource=\"configmaps\"}";
+constexpr char kHistoryEvents[] =
+    "informer_sidecar_watch_history_events{resource=\"configmaps\"}";
 constexpr char kExpired[] =
     "informer_sidecar_informer_errors_total{resource=\"configmaps\","
     "kind=\"http_410\"}";
@@ -486,9 +522,15 @@ absl::StatusOr<Setup> StartAll(const char* argv0) {
   setup.log = absl::StrCat(dir, "/sidecar.log");
   integration::SidecarProcess::Options options;
   const std::string ports = absl::StrCat(dir, "/ports");
-  options.flags = {"--kubeconfig=" + *kubeconfig, "--config=" + config,
-                   "--print_events=false", "--http_listen=127.0.0.1:0",
-                   "--ports_file=" + ports};
+  options.flags = {"--kubeconfig=" + *kubeconfig,
+                   "--config=" + config,
+                   "--print_events=false",
+                   "--http_listen=127.0.0.1:0",
+                   "--ports_file=" + ports,
+                   absl::StrCat("--watch_history_bytes=",
+                                absl::GetFlag(FLAGS_history_cap_bytes)),
+                   absl::StrCat("--watch_history=",
+                                absl::GetFlag(FLAGS_history_cap_events))};
   options.stderr_file = setup.log;
   options.start_timeout = absl::Minutes(5);
   absl::StatusOr<std::unique_ptr<integration::SidecarProcess>> sidecar =
@@ -498,6 +540,55 @@ absl::StatusOr<Setup> StartAll(const char* argv0) {
   setup.http_port = HttpPort(ports);
   if (setup.http_port == 0) return absl::InternalError("no http= in " + ports);
   return setup;
+}
+
+// Whether the Watch history reached --warmup_history_fill of either cap.
+bool HistoryFull(double bytes, double events) {
+  const double fill = absl::GetFlag(FLAGS_warmup_history_fill);
+  if (fill <= 0) return true;
+  return bytes >= fill * absl::GetFlag(FLAGS_history_cap_bytes) ||
+         events >= fill * absl::GetFlag(FLAGS_history_cap_events);
+}
+
+// min-max and spread (max/min - 1) of v[from..], e.g. "53.0-58.0 MB
+// (9.4%)".
+std::string Spread(const char* fmt, const std::vector<double>& v, size_t from) {
+  if (from >= v.size()) return "-";
+  const auto [lo, hi] = std::minmax_element(v.begin() + from, v.end());
+  char lo_text[48], hi_text[48], pct[32];
+  std::snprintf(lo_text, sizeof(lo_text), fmt, *lo);
+  std::snprintf(hi_text, sizeof(hi_text), fmt, *hi);
+  std::snprintf(pct, sizeof(pct), "%.1f%%", (*hi / *lo - 1) * 100);
+  return absl::StrCat(lo_text, " - ", hi_text, " (", pct, ")");
+}
+
+// Prints `what`'s spread over all checkpoints and after warm-up (from the
+// baseline; none while it is v.size() or more), and against the baseline,
+// with the verdict when `judged`; returns whether it is flat after warm-up
+// (false when warm-up never ended: flatness is then not shown).
+bool ReportFlatness(const char* what, const char* fmt,
+                    const std::vector<double>& v, size_t baseline,
+                    bool judged = true) {
+  std::printf("%s: over all %zu checkpoints %s", what, v.size(),
+              Spread(fmt, v, 0).c_str());
+  if (baseline >= v.size()) {
+    std::printf("; no checkpoint after warm-up\n");
+    return false;
+  }
+  const auto [lo, hi] = std::minmax_element(v.begin() + baseline, v.end());
+  const double base = v[baseline];
+  const bool flat = (*hi / *lo - 1) * 100 <= absl::GetFlag(FLAGS_flat_within);
+  std::printf(
+      "; after warm-up (%zu checkpoints) %s, against the baseline %+.1f%% to "
+      "%+.1f%%",
+      v.size() - baseline, Spread(fmt, v, baseline).c_str(),
+      (*lo / base - 1) * 100, (*hi / base - 1) * 100);
+  if (judged) {
+    std::printf(": %s within %g%%", flat ? "flat" : "NOT flat",
+                absl::GetFlag(FLAGS_flat_within));
+  }
+  std::printf("\n");
+  return flat;
 }
 
 // One checkpoint's catching up, churn and faults paused.
@@ -559,15 +650,19 @@ int Run(const char* argv0) {
   std::thread churn([&load] { load.Churn(); });
   std::thread faults([&load] { load.Faults(); });
   std::printf(
-      "| elapsed | changes | cuts | stalls | compactions | restarts | 410s | "
-      "relists | cache staleness | consumers caught up | cache = server | "
-      "mirrors = server | VmRSS | heap RSS | heap in use | history | "
-      "threads |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-      "--- | --- | --- | --- | --- | --- | --- | --- |\n");
+      "| elapsed | phase | changes | cuts | stalls | compactions | restarts | "
+      "410s | relists | cache staleness | consumers caught up | cache = "
+      "server | mirrors = server | VmRSS | heap RSS | heap in use | history "
+      "| history events | threads |\n| --- | --- | --- | --- | --- | --- | "
+      "--- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+      "| --- |\n");
   const int http = setup->http_port;
   const absl::Time start = absl::Now();
   const absl::Time end = start + absl::GetFlag(FLAGS_duration);
-  std::vector<double> rss, heap, threads;
+  std::vector<double> rss, heap, threads, minutes;
+  // The baseline's index in those: the first checkpoint after warm-up;
+  // none (their size) while warm-up lasts.
+  size_t baseline = SIZE_MAX;
   absl::Duration max_stale;
   int failures = 0;
   for (absl::Time next = start + absl::GetFlag(FLAGS_checkpoint_every);
@@ -579,45 +674,69 @@ int Run(const char* argv0) {
     rss.push_back(StatusValue(pid, "VmRSS") / 1024);
     const double heap_rss = HeapRssKb(pid) / 1024;
     heap.push_back(FreshHeapInUse(http) / 1e6);
-    const double history = MetricValue(http, kHistory) / 1e6;
+    const double history = MetricValue(http, kHistory);
+    const double history_events = MetricValue(http, kHistoryEvents);
+    const int relists = Metric(http, kRelists);
     threads.push_back(StatusValue(pid, "Threads"));
+    minutes.push_back(absl::ToDoubleMinutes(absl::Now() - start));
+    if (baseline == SIZE_MAX && HistoryFull(history, history_events) &&
+        relists >= absl::GetFlag(FLAGS_warmup_relists)) {
+      baseline = rss.size() - 1;
+    }
     const bool ok =
         c.cache_ok && c.mirrors_ok == static_cast<int>(consumers.size());
     failures += ok ? 0 : 1;
     std::printf(
-        "| %.0f min | %d | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s | "
-        "%s | %d/%zu | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.0f |\n",
-        absl::ToDoubleMinutes(absl::Now() - start), load.changes.load(),
-        load.cuts.load(), load.stalls.load(), load.compactions.load(),
-        load.restarts.load(), Metric(http, kExpired), Metric(http, kRelists),
-        absl::ToDoubleSeconds(c.cache_stale),
+        "| %.1f min | %s | %d | %d | %d | %d | %d | %d | %d | %.2f s | %.2f s "
+        "| %s | %d/%zu | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.0f | %.0f "
+        "|\n",
+        minutes.back(),
+        baseline == SIZE_MAX             ? "warm-up"
+        : baseline == minutes.size() - 1 ? "baseline"
+                                         : "after warm-up",
+        load.changes.load(), load.cuts.load(), load.stalls.load(),
+        load.compactions.load(), load.restarts.load(), Metric(http, kExpired),
+        relists, absl::ToDoubleSeconds(c.cache_stale),
         absl::ToDoubleSeconds(c.all_stale), c.cache_ok ? "yes" : "NO",
         c.mirrors_ok, consumers.size(), rss.back(), heap_rss, heap.back(),
-        history, threads.back());
+        history / 1e6, history_events, threads.back());
     std::fflush(stdout);
   }
   load.done.store(true);
   churn.join();
   faults.join();
-  auto spread = [](const std::vector<double>& v) {
-    if (v.empty()) return 0.0;
-    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    return (*hi / *lo - 1) * 100;
-  };
   std::printf(
-      "\nmax cache staleness %.2f s; RSS spread %.1f%%, heap in use "
-      "spread %.1f%%, threads spread %.1f%% over the checkpoints; relists "
-      "%d for %d 410s (%d compactions + %d restarts); consumer reconnects:",
-      absl::ToDoubleSeconds(max_stale), spread(rss), spread(heap),
-      spread(threads), Metric(http, kRelists), Metric(http, kExpired),
-      load.compactions.load(), load.restarts.load());
+      "\nmax cache staleness %.2f s; relists %d for %d 410s (%d compactions "
+      "+ %d restarts); consumer reconnects:",
+      absl::ToDoubleSeconds(max_stale), Metric(http, kRelists),
+      Metric(http, kExpired), load.compactions.load(), load.restarts.load());
   for (auto& c : consumers) {
     std::printf(" %s %d", c->name().c_str(), c->reconnects());
   }
   std::printf("; checkpoints failed: %d\n", failures);
+  if (baseline == SIZE_MAX) {
+    std::printf(
+        "warm-up did not end in %zu checkpoints (see --warmup_history_fill, "
+        "--warmup_relists): no checkpoint to judge flatness on\n",
+        rss.size());
+  } else {
+    std::printf(
+        "warm-up: %zu checkpoint(s); baseline the checkpoint at %.1f min "
+        "(history at least %.0f%% of a cap, %d+ relists)\n",
+        baseline, minutes[baseline],
+        absl::GetFlag(FLAGS_warmup_history_fill) * 100,
+        absl::GetFlag(FLAGS_warmup_relists));
+  }
+  const bool rss_flat = ReportFlatness("VmRSS", "%.1f MB", rss, baseline);
+  const bool threads_flat =
+      ReportFlatness("threads", "%.0f", threads, baseline);
+  // Not judged: a checkpoint samples it at any point of a relist's
+  // transient.
+  ReportFlatness("heap in use", "%.1f MB", heap, baseline, /*judged=*/false);
   consumers.clear();
   sidecar->Terminate();
-  return failures == 0 ? 0 : 2;
+  if (failures != 0) return 2;
+  return rss_flat && threads_flat ? 0 : 3;
 }
 
 }  // namespace
