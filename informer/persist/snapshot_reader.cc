@@ -530,38 +530,42 @@ absl::StatusOr<std::unique_ptr<FrameReader>> OpenFrames(const std::string& path,
                                        static_cast<uint64_t>(st.st_size));
 }
 
+// Opens `path` and reads its prologue and header into `out` (which must
+// match `expected`); the reader is left at the body.
+absl::StatusOr<std::unique_ptr<FrameReader>> OpenAtBody(
+    const std::string& path, const SnapshotIdentity& expected, bool sequential,
+    LoadedSnapshot* out) {
+  absl::StatusOr<std::unique_ptr<FrameReader>> opened =
+      OpenFrames(path, sequential);
+  if (!opened.ok()) return opened.status();
+  out->path = path;
+  out->file_bytes = (*opened)->size();
+  absl::Status s = (*opened)->ReadPrologue();
+  if (s.ok()) s = ReadHeader(**opened, expected, out);
+  if (!s.ok()) return s;
+  return opened;
+}
+
 }  // namespace
 
 absl::StatusOr<LoadedSnapshot> ReadSnapshotFile(
     const std::string& path, const SnapshotIdentity& expected,
     const TransformOptions& transform, const SnapshotReadOptions& options) {
-  absl::StatusOr<std::unique_ptr<FrameReader>> opened =
-      OpenFrames(path, /*sequential=*/true);
-  if (!opened.ok()) return opened.status();
-  FrameReader& reader = **opened;
   LoadedSnapshot out;
-  out.path = path;
-  out.file_bytes = reader.size();
-  absl::Status s = reader.ReadPrologue();
-  if (s.ok()) s = ReadHeader(reader, expected, &out);
-  if (s.ok()) s = ReadBody(reader, transform, options, &out);
+  absl::StatusOr<std::unique_ptr<FrameReader>> reader =
+      OpenAtBody(path, expected, /*sequential=*/true, &out);
+  if (!reader.ok()) return reader.status();
+  absl::Status s = ReadBody(**reader, transform, options, &out);
   if (!s.ok()) return s;
   return out;
 }
 
 absl::StatusOr<LoadedSnapshot> ReadSnapshotHeader(
     const std::string& dir, const SnapshotIdentity& expected) {
-  const std::string path = SnapshotPath(dir, expected);
-  absl::StatusOr<std::unique_ptr<FrameReader>> opened =
-      OpenFrames(path, /*sequential=*/false);
-  if (!opened.ok()) return opened.status();
-  FrameReader& reader = **opened;
   LoadedSnapshot out;
-  out.path = path;
-  out.file_bytes = reader.size();
-  absl::Status s = reader.ReadPrologue();
-  if (s.ok()) s = ReadHeader(reader, expected, &out);
-  if (!s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<FrameReader>> reader = OpenAtBody(
+      SnapshotPath(dir, expected), expected, /*sequential=*/false, &out);
+  if (!reader.ok()) return reader.status();
   return out;
 }
 
