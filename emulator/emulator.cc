@@ -79,10 +79,6 @@ constexpr size_t kListInlineLimit = 1 << 20;  // larger lists are streamed
 // larger buffers are mmapped and unmapped per chunk, and every chunk then
 // pays a page fault per page it touches.
 constexpr size_t kListChunkBytes = 48 << 10;
-// The pacer's bucket: a sleep that overshoots (a busy machine wakes the
-// thread late) is made up by the next chunks, up to this many bytes, so the
-// average rate holds.
-constexpr size_t kPaceBurstBytes = 1 << 20;
 
 std::string ListHeader(const ResourceInfo& r, const ListResult& list,
                        bool metadata_only) {

@@ -70,6 +70,16 @@ struct EmulatorOptions {
   // encodes a large list at ~75-155 MB/s. Applies to the uncompressed
   // body; gzip (when asked) costs its own CPU on top, as on the server.
   double serve_bytes_per_sec = 0;
+  // Pacing of a WatchList's initial events (a watch with
+  // sendInitialEvents=true: its bytes up to and including the
+  // initial-events-end bookmark; not the live events after it), in bytes
+  // per second per watch (0: unpaced). Unset: serve_bytes_per_sec, so that
+  // a paced emulator paces both ways of taking the initial state.
+  // kube-apiserver v1.37.2 streams a JSON WatchList at about half the rate
+  // of the same JSON LIST
+  // (docs/perf-log/2026-12-03-watchlist-parallel-decode.md): half of
+  // serve_bytes_per_sec reproduces that relation.
+  absl::optional<double> serve_watch_list_bytes_per_sec;
 
   int seed_pods = 0;        // SeedPods(...) at Start()
   int seed_configmaps = 0;  // SeedConfigMaps(...) at Start()

@@ -5,6 +5,7 @@
 // :emulator library): the API server's common headers, JSON and Status
 // replies, and the query parameters every handler reads.
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,6 +16,12 @@
 #include "httplib.h"
 
 namespace emulator {
+
+// The bucket of a response's Pacer (a list body, a WatchList's initial
+// events): a sleep that overshoots (a busy machine wakes the thread late) is
+// made up by the next chunks, up to this many bytes, so the average rate
+// holds.
+constexpr size_t kPaceBurstBytes = 1 << 20;
 
 // Audit-Id and Cache-Control, as the API server sends them.
 void CommonHeaders(httplib::Response& res);

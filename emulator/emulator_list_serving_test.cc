@@ -1,7 +1,8 @@
 // How the emulator answers list requests, as kube-apiserver v1.24 does:
 // which combinations of resourceVersion, limit, continue and
 // resourceVersionMatch its watch cache serves (whole, ignoring limit) and
-// which go to etcd (paged, exact when asked), and the pacing of a list body.
+// which go to etcd (paged, exact when asked), and the pacing of a list body
+// and of a WatchList's initial events.
 // The rules are the v1.24 cacher's (a list goes to etcd when it has no
 // resourceVersion, a continue token, a limit with a resourceVersion other
 // than "0", or resourceVersionMatch=Exact) and the captures in
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "emulator/emulator.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -184,6 +186,85 @@ TEST_F(EmulatorListServingTest, PacingHoldsTheListBodyToTheRate) {
   const double want = (static_cast<double>(body_bytes) - (1 << 20)) / 1e6;
   EXPECT_NEAR(absl::ToDoubleSeconds(paced), want, 0.001);
   EXPECT_GT(waits, 30) << "paced chunk by chunk, not all at the end";
+}
+
+TEST_F(EmulatorListServingTest,
+       PacingHoldsAWatchListsInitialEventsButNotTheLiveOnes) {
+  EmulatorOptions options;
+  options.seed_configmaps = 2000;  // ~3 MB of ADDED events
+  options.serve_bytes_per_sec = 1e9;
+  options.serve_watch_list_bytes_per_sec = 1e6;
+  // No bookmark or timeout due: the watch's own waits for events have no
+  // deadline, so the pacer's are the only ones WaitForWaiters sees.
+  options.bookmark_interval = absl::InfiniteDuration();
+  options.default_watch_timeout = absl::InfiniteDuration();
+  Start(options);
+  const absl::Time t0 = clock_.Now();
+  const absl::Time finished = t0 + absl::Hours(24 * 365);
+  absl::Notification initial_end, live_seen;
+  size_t initial_bytes = 0;  // through the end bookmark's line
+  std::thread client([&] {
+    std::string got;
+    Client().Get(
+        "/api/v1/namespaces/benchcms/configmaps?watch=1&sendInitialEvents="
+        "true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+        [&](const char* data, size_t len) {
+          got.append(data, len);
+          if (!initial_end.HasBeenNotified()) {
+            const size_t end = got.find("k8s.io/initial-events-end");
+            const size_t eol = got.find('\n', end);
+            if (end != std::string::npos && eol != std::string::npos) {
+              initial_bytes = eol + 1;
+              initial_end.Notify();
+            }
+          }
+          if (got.find("\"name\":\"live\"", initial_bytes) !=
+              std::string::npos) {
+            live_seen.Notify();
+            return false;
+          }
+          return true;
+        });
+  });
+  // Once the client has the end bookmark this thread parks on the clock
+  // until a far-off time: a waiter that tells the loop below so.
+  std::thread marker([&] {
+    initial_end.WaitForNotification();
+    clock_.SleepUntil(finished);
+  });
+  // The initial events advance only as the (fake) clock does: each time
+  // the pacer waits, move time to its deadline.
+  int waits = 0;
+  for (absl::Time next = clock_.WaitForWaiters(1); next < finished;
+       next = clock_.WaitForWaiters(1)) {
+    clock_.SetTime(next);
+    ++waits;
+  }
+  const absl::Time paced_until = clock_.Now();
+  const double paced = absl::ToDoubleSeconds(paced_until - t0);
+  EXPECT_GT(initial_bytes, 2900000u);
+  // The bucket holds 1 MiB (to make up for late wake-ups); the rest is paid
+  // at 1 MB/s, batch by batch.
+  const double want = (static_cast<double>(initial_bytes) - (1 << 20)) / 1e6;
+  EXPECT_GE(paced, want - 1e-6);
+  EXPECT_NEAR(paced, want, 0.001);
+  EXPECT_GT(waits, 3) << "paced batch by batch, not all at the end";
+
+  // A live event right after the bookmark goes out without the clock
+  // moving: the pacing, whose budget the initial events used up, no longer
+  // applies.
+  auto created = Client().Post(
+      "/api/v1/namespaces/benchcms/configmaps",
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"live"}})",
+      "application/json");
+  EXPECT_TRUE(created && created->status == 201);
+  const bool live = live_seen.WaitForNotificationWithTimeout(absl::Seconds(20));
+  EXPECT_TRUE(live) << "the live event waited for the fake clock";
+  EXPECT_EQ(clock_.Now(), paced_until);
+  // Frees the marker (and, on failure, a live event held by the pacer).
+  clock_.SetTime(finished);
+  marker.join();
+  client.join();
 }
 
 }  // namespace

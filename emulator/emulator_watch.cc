@@ -13,6 +13,7 @@
 #include "emulator/emulator.h"
 #include "emulator/emulator_http.h"
 #include "emulator/list_options.h"
+#include "emulator/pacer.h"
 #include "httplib.h"
 
 namespace emulator {
@@ -32,7 +33,8 @@ class WatchPump {
   WatchPump(std::shared_ptr<Watcher> watcher, ObjectStore* store,
             informer::Clock* clock, const ResourceInfo* r, bool metadata_only,
             bool bookmarks, bool legacy_bookmarks,
-            absl::Duration bookmark_interval, absl::Time end, int64_t start_rv)
+            absl::Duration bookmark_interval, absl::Time end, int64_t start_rv,
+            std::unique_ptr<Pacer> initial_pacer)
       : watcher_(std::move(watcher)),
         store_(store),
         clock_(clock),
@@ -42,7 +44,8 @@ class WatchPump {
         legacy_bookmarks_(legacy_bookmarks),
         bookmark_interval_(bookmark_interval),
         end_(end),
-        start_rv_(start_rv) {}
+        start_rv_(start_rv),
+        initial_pacer_(std::move(initial_pacer)) {}
 
   // When the API server's watch cache bookmarks a watch next
   // (cacheWatcher.nextBookmarkTime): every bookmark_interval (a minute),
@@ -102,16 +105,25 @@ class WatchPump {
  private:
   // Every event the watcher had ready goes out in one write, as the API
   // server's watch handler flushes only once its queue is empty: one
-  // chunk and one send for a burst, not one per event.
+  // chunk and one send for a burst, not one per event. The part of it up to
+  // the initial-events-end bookmark is paced first, if the initial events
+  // are (live events in the same burst wait for it, as they would behind
+  // the initial events on a real server, but are not charged).
   bool WriteEvents(const std::vector<StoreEvent>& events,
                    const Watcher::Directives& d, httplib::DataSink& sink) {
     std::string out;
+    size_t initial_bytes = 0;  // of `out`, sent before the end bookmark
+    bool initial_end = false;
     for (int i = 0; i < d.malformed_lines; ++i) {
       out += "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\"\n";
     }
     for (const StoreEvent& ev : events) {
-      // WatchList's end marker is a bookmark: not sent unless allowed.
-      if (ev.type == EventType::kBookmark && !bookmarks_) continue;
+      // WatchList's end marker is a bookmark: not sent unless allowed (its
+      // initial events end there all the same).
+      if (ev.type == EventType::kBookmark && !bookmarks_) {
+        initial_end = initial_end || ev.initial_events_end;
+        continue;
+      }
       std::string line = ev.type == EventType::kBookmark
                              ? BookmarkLine(*r_, ev.rv, ev.initial_events_end,
                                             md_, legacy_bookmarks_)
@@ -122,6 +134,13 @@ class WatchPump {
         return false;
       }
       out += line;
+      if (!initial_end) initial_bytes = out.size();
+      if (ev.initial_events_end) initial_end = true;
+    }
+    if (initial_pacer_ != nullptr) {
+      if (initial_bytes > 0) initial_pacer_->Take(initial_bytes);
+      // The live events after the bookmark go out as they happen.
+      if (initial_end) initial_pacer_.reset();
     }
     return out.empty() || sink.write(out.data(), out.size());
   }
@@ -136,6 +155,9 @@ class WatchPump {
   const absl::Duration bookmark_interval_;
   const absl::Time end_;
   const int64_t start_rv_;  // the request's resourceVersion (0: none)
+  // A WatchList's pacing until its initial-events-end bookmark is sent;
+  // null once it is, and for any other watch or when unpaced.
+  std::unique_ptr<Pacer> initial_pacer_;
 };
 
 }  // namespace
@@ -200,6 +222,7 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
   // The RV bookmarks must pass: the request's, or for initial events the
   // store's now (their snapshot is at least as recent).
   int64_t start_rv = 0;
+  const bool watch_list = wr.send_initial_events;
   if (wr.send_initial_events ||
       !absl::SimpleAtoi(wr.resource_version, &start_rv) || start_rv == 0) {
     start_rv = store_->CurrentRv();
@@ -222,10 +245,20 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
   // registered just after that is closed here.
   if (stopping_.load()) watcher->Close(Watcher::CloseKind::kGraceful);
   CommonHeaders(res);
+  // Each WatchList paced on its own, as each list response is (the API
+  // server encodes each watch on its own goroutine).
+  const double watch_list_rate =
+      options_.serve_watch_list_bytes_per_sec.value_or(
+          options_.serve_bytes_per_sec);
+  std::unique_ptr<Pacer> pacer;
+  if (watch_list && watch_list_rate > 0) {
+    pacer = std::make_unique<Pacer>(watch_list_rate, kPaceBurstBytes,
+                                    options_.clock);
+  }
   auto pump = std::make_shared<WatchPump>(
       watcher, store_.get(), options_.clock, &r, MetadataOnly(req),
       params.bookmarks, options_.v1_24, options_.bookmark_interval,
-      options_.clock->Now() + params.timeout, start_rv);
+      options_.clock->Now() + params.timeout, start_rv, std::move(pacer));
   ObjectStore* store = store_.get();
   res.set_chunked_content_provider(
       "application/json",

@@ -14,9 +14,9 @@ namespace emulator {
 // `bytes_per_sec` up to `burst` bytes and may go into debt, so that a
 // write larger than the bucket is allowed at once and the NEXT write
 // waits for it to be paid off. The emulator paces a list response's body
-// with it to serve at an API-server-like rate (kube-apiserver's pace for a
-// large list, far below the emulator's own: see docs/benchmarks.md, section
-// 'Initial sync').
+// and a WatchList's initial events with it to serve at an API-server-like
+// rate (kube-apiserver's pace for a large list, far below the emulator's
+// own: see docs/benchmarks.md, section 'Initial sync').
 //
 // Reserve() is pure bookkeeping on the injected clock (unit-testable with
 // a FakeClock); Take() also waits, on the same clock.
