@@ -49,7 +49,8 @@
 //   default        --objects ConfigMaps in one namespace, POSTed
 //   --pods=N       N Pods of the emulator's seed (--seed_pods with
 //                  --seed_pod_namespaces=--pod_namespaces), all namespaces,
-//                  the emulator paced at --serve_bytes_per_sec
+//                  the emulator paced at --serve_bytes_per_sec (lists)
+//                  and --serve_watch_list_bytes_per_sec (WatchLists)
 //   --kubeconfig   an existing API server (e.g. the real kube-apiserver):
 //                  --resource in --namespace as it is; nothing is seeded,
 //                  and the download uses --curl_flags for its credentials
@@ -66,6 +67,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -131,6 +133,10 @@ ABSL_FLAG(int, pod_namespaces, 100,
           "With --pods: namespaces they spread over.");
 ABSL_FLAG(double, serve_bytes_per_sec, 7.5e7,
           "With --pods: the emulator's list pace (the API server's 75 MB/s).");
+ABSL_FLAG(std::optional<double>, serve_watch_list_bytes_per_sec, std::nullopt,
+          "With --pods: the emulator's pace of a WatchList's initial events; "
+          "default: --serve_bytes_per_sec. kube-apiserver v1.37.2 streams a "
+          "JSON WatchList at about half its JSON LIST rate.");
 ABSL_FLAG(std::string, client_go_bench, "",
           "kube-informer-bench (client-go v0.37) to run side by side; "
           "default: $REALKUBE_BIN/kube-informer-bench if it exists.");
@@ -546,11 +552,15 @@ absl::StatusOr<Target> SetUpTarget(
   const int pods = absl::GetFlag(FLAGS_pods);
   std::vector<std::string> flags;
   if (pods > 0) {
-    flags = {absl::StrCat("--seed_pods=", pods),
-             absl::StrCat("--seed_pod_namespaces=",
-                          absl::GetFlag(FLAGS_pod_namespaces)),
-             absl::StrCat("--serve_bytes_per_sec=",
-                          absl::GetFlag(FLAGS_serve_bytes_per_sec))};
+    flags = {
+        absl::StrCat("--seed_pods=", pods),
+        absl::StrCat("--seed_pod_namespaces=",
+                     absl::GetFlag(FLAGS_pod_namespaces)),
+        absl::StrCat("--serve_bytes_per_sec=",
+                     absl::GetFlag(FLAGS_serve_bytes_per_sec)),
+        absl::StrCat("--serve_watch_list_bytes_per_sec=",
+                     absl::GetFlag(FLAGS_serve_watch_list_bytes_per_sec)
+                         .value_or(absl::GetFlag(FLAGS_serve_bytes_per_sec)))};
   }
   auto started = integration::EmulatorProcess::Start(emu_bin, flags, true);
   if (!started.ok()) return started.status();
