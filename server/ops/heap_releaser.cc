@@ -15,7 +15,8 @@ HeapReleaser::HeapReleaser(Options options)
       heap_in_use_(options.heap_in_use ? std::move(options.heap_in_use)
                                        : HeapInUseBytes),
       clock_(options.clock != nullptr ? options.clock : informer::RealClock()),
-      measure_interval_(options.measure_interval) {
+      measure_interval_(options.measure_interval),
+      release_again_after_(options.release_again_after) {
   const size_t bytes = heap_in_use_();
   {
     absl::MutexLock lock(&mu_);
@@ -62,6 +63,11 @@ int64_t HeapReleaser::releases() const {
   return releases_;
 }
 
+int64_t HeapReleaser::releases_again() const {
+  absl::MutexLock lock(&mu_);
+  return releases_again_;
+}
+
 void HeapReleaser::Stop() {
   {
     absl::MutexLock lock(&mu_);
@@ -76,21 +82,35 @@ void HeapReleaser::Run() {
     auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return stopping_ || requested_ > started_ || measure_requested_;
     };
-    mu_.Await(absl::Condition(&work));
+    // On the clock, so that tests drive the delayed release.
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&work), again_at_);
     if (stopping_) return;
+    if (!work()) {
+      if (clock_->Now() < again_at_) continue;
+      again_at_ = absl::InfiniteFuture();
+      measure_requested_ = false;
+      mu_.Unlock();
+      ReleaseAndMeasure(0, 0, /*again=*/true);
+      mu_.Lock();
+      continue;
+    }
     const uint64_t requests = requested_ - started_;
     const uint64_t covers = requests > 0 ? requested_ : 0;
     started_ = requested_;
     // The measurement after a release answers a reader's request too.
     measure_requested_ = false;
     mu_.Unlock();
-    ReleaseAndMeasure(covers, requests);
+    ReleaseAndMeasure(covers, requests, /*again=*/false);
     mu_.Lock();
+    if (covers > 0 && release_again_after_ > absl::ZeroDuration()) {
+      again_at_ = clock_->Now() + release_again_after_;
+    }
   }
 }
 
-void HeapReleaser::ReleaseAndMeasure(uint64_t covers, uint64_t requests) {
-  const bool release = covers > 0;
+void HeapReleaser::ReleaseAndMeasure(uint64_t covers, uint64_t requests,
+                                     bool again) {
+  const bool release = covers > 0 || again;
   size_t rss_before = 0;
   absl::Duration took;
   if (release) {
@@ -107,14 +127,21 @@ void HeapReleaser::ReleaseAndMeasure(uint64_t covers, uint64_t requests) {
                   "RSS %.1f -> %.1f MB in %.1f ms, heap in use %.1f MB",
                   rss_before / 1e6, ResidentBytes() / 1e6,
                   absl::ToDoubleMilliseconds(took), bytes / 1e6);
-    LOG(INFO) << "free heap released for " << requests << " request"
-              << (requests == 1 ? "" : "s") << " (" << line << ")";
+    if (again) {
+      LOG(INFO) << "free heap released again, "
+                << absl::FormatDuration(release_again_after_)
+                << " after the last release (" << line << ")";
+    } else {
+      LOG(INFO) << "free heap released for " << requests << " request"
+                << (requests == 1 ? "" : "s") << " (" << line << ")";
+    }
   }
   absl::MutexLock lock(&mu_);
   last_ = {bytes, measured};
   if (release) {
-    done_ = covers;
+    if (covers > 0) done_ = covers;
     ++releases_;
+    if (again) ++releases_again_;
   }
 }
 

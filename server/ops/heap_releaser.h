@@ -30,6 +30,14 @@ namespace server {
 // at once. ReleaseAndWait waits for a release that started after it was
 // called.
 //
+// Release again: with Options::release_again_after > 0, the thread runs
+// one more release that long after the last release that served requests
+// (re-armed by each such release, so a burst of relists gets one). The
+// release a relist asks for runs while that relist's transient allocations
+// (decoded pages, the consumers' catch-up) are still in use; once they are
+// freed, glibc keeps them resident until the next relist's release. The
+// second release gives them back between relists.
+//
 // Heap in use: LastHeapInUse returns the last measurement, never measures
 // on the caller's thread. The thread measures after each release (the
 // trim consolidated the free lists, so the walk is at its cheapest then),
@@ -59,6 +67,8 @@ class HeapReleaser {
     informer::Clock* clock = nullptr;
     // A measurement older than this is refreshed when read.
     absl::Duration measure_interval = absl::Seconds(10);
+    // See "Release again" in the class comment; 0: never.
+    absl::Duration release_again_after = absl::ZeroDuration();
   };
 
   // A measurement of the heap in use, when it was taken and how old it is
@@ -85,22 +95,26 @@ class HeapReleaser {
   HeapInUse LastHeapInUse();
   // The same without asking for a new measurement.
   HeapInUse PeekHeapInUse() const;
-  // Releases finished so far.
+  // Releases finished so far, the ones run again after a delay included.
   int64_t releases() const;
+  // Of those, the ones run again after a delay.
+  int64_t releases_again() const;
   // See the class comment. Idempotent.
   void Stop();
 
  private:
   void Run();
   // Runs a release covering requests up to `covers` (none if 0; `requests`
-  // of them since the last one) and a measurement, without mu_.
-  void ReleaseAndMeasure(uint64_t covers, uint64_t requests)
+  // of them since the last one; `again`: the delayed one, covering none)
+  // and a measurement, without mu_.
+  void ReleaseAndMeasure(uint64_t covers, uint64_t requests, bool again)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::function<bool()> release_;
   const std::function<size_t()> heap_in_use_;
   informer::Clock* const clock_;
   const absl::Duration measure_interval_;
+  const absl::Duration release_again_after_;
 
   mutable absl::Mutex mu_;
   // Release requests are numbered; `requested_` is the last one's number,
@@ -113,6 +127,9 @@ class HeapReleaser {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   HeapInUse last_ ABSL_GUARDED_BY(mu_);
   int64_t releases_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t releases_again_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the delayed release is due; InfiniteFuture when none is.
+  absl::Time again_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 
   std::once_flag join_once_;
   std::thread thread_;

@@ -227,5 +227,62 @@ TEST(HeapReleaserTest, HeapInUseIsMeasuredOffTheReadersThreadAtABoundedRate) {
   EXPECT_EQ(releaser.LastHeapInUse().bytes, 300u);
 }
 
+TEST(HeapReleaserTest, ReleasesAgainAfterTheDelayOnceThenWaits) {
+  informer::FakeClock clock;
+  Probe probe;
+  HeapReleaser::Options options = ProbeOptions(&probe, &clock);
+  options.release_again_after = absl::Seconds(60);
+  HeapReleaser releaser(std::move(options));
+  // Nothing is due before a release that served a request.
+  EXPECT_EQ(releaser.releases(), 0);
+
+  // A relist's release arms the delayed one, due 60 s later.
+  const absl::Time first = clock.Now();
+  ASSERT_TRUE(releaser.ReleaseAndWait());
+  EXPECT_EQ(clock.WaitForWaiters(1), first + absl::Seconds(60));
+  clock.Advance(absl::Seconds(59));
+  EXPECT_EQ(clock.WaitForWaiters(1), first + absl::Seconds(60));
+  EXPECT_EQ(probe.releases(), 1);
+  EXPECT_EQ(releaser.releases_again(), 0);
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(probe.AwaitReleases(2));
+  // Counted once it finished; then nothing is due: the thread waits for
+  // requests alone (no deadline on the clock).
+  ASSERT_TRUE(releaser.ReleaseAndWait());
+  EXPECT_EQ(probe.releases(), 3);
+  EXPECT_EQ(releaser.releases_again(), 1);
+  EXPECT_EQ(releaser.releases(), 3);
+
+  // That third release (a request) armed the next; another request 20 s
+  // later re-arms it: a burst of relists gets one delayed release, after
+  // its last.
+  const absl::Time third = clock.Now();
+  EXPECT_EQ(clock.WaitForWaiters(1), third + absl::Seconds(60));
+  clock.Advance(absl::Seconds(20));
+  releaser.RequestRelease();
+  ASSERT_TRUE(probe.AwaitReleases(4));
+  EXPECT_EQ(clock.WaitForWaiters(1), third + absl::Seconds(80));
+  clock.Advance(absl::Seconds(40));
+  EXPECT_EQ(clock.WaitForWaiters(1), third + absl::Seconds(80));
+  EXPECT_EQ(releaser.releases_again(), 1);
+  clock.Advance(absl::Seconds(20));
+  ASSERT_TRUE(probe.AwaitReleases(5));
+  releaser.Stop();
+  EXPECT_EQ(releaser.releases_again(), 2);
+  EXPECT_EQ(releaser.releases(), 5);
+}
+
+TEST(HeapReleaserTest, NoDelayedReleaseWhenOff) {
+  informer::FakeClock clock;
+  Probe probe;
+  HeapReleaser releaser(ProbeOptions(&probe, &clock));
+  ASSERT_TRUE(releaser.ReleaseAndWait());
+  // Parked on the clock without a deadline: Advance wakes nothing due.
+  clock.Advance(absl::Hours(1));
+  ASSERT_TRUE(releaser.ReleaseAndWait());
+  EXPECT_EQ(probe.releases(), 2);
+  EXPECT_EQ(releaser.releases_again(), 0);
+}
+
 }  // namespace
 }  // namespace server
