@@ -72,6 +72,19 @@ class EmulatorListServingTest : public ::testing::Test {
     return p;
   }
   std::string Current() { return absl::StrCat(emu_->store().CurrentRv()); }
+  // Paced responses advance only as the (fake) clock does: each time one
+  // waiter (the pacer) waits, moves time to its deadline, until the only
+  // deadline left is `until` (a test thread parked there once done).
+  // Returns how many waits were served.
+  int AdvanceWhilePaced(absl::Time until) {
+    int waits = 0;
+    for (absl::Time next = clock_.WaitForWaiters(1); next < until;
+         next = clock_.WaitForWaiters(1)) {
+      clock_.SetTime(next);
+      ++waits;
+    }
+    return waits;
+  }
 
   informer::FakeClock clock_;
   std::unique_ptr<Emulator> emu_;
@@ -168,14 +181,7 @@ TEST_F(EmulatorListServingTest, PacingHoldsTheListBodyToTheRate) {
     }
     clock_.SleepUntil(finished);
   });
-  // The response advances only as the (fake) clock does: each time the
-  // pacer waits, move time to its deadline.
-  int waits = 0;
-  for (absl::Time next = clock_.WaitForWaiters(1); next < finished;
-       next = clock_.WaitForWaiters(1)) {
-    clock_.SetTime(next);
-    ++waits;
-  }
+  const int waits = AdvanceWhilePaced(finished);
   const absl::Duration paced = clock_.Now() - t0;
   clock_.SetTime(finished);
   client.join();
@@ -232,14 +238,7 @@ TEST_F(EmulatorListServingTest,
     initial_end.WaitForNotification();
     clock_.SleepUntil(finished);
   });
-  // The initial events advance only as the (fake) clock does: each time
-  // the pacer waits, move time to its deadline.
-  int waits = 0;
-  for (absl::Time next = clock_.WaitForWaiters(1); next < finished;
-       next = clock_.WaitForWaiters(1)) {
-    clock_.SetTime(next);
-    ++waits;
-  }
+  const int waits = AdvanceWhilePaced(finished);
   const absl::Time paced_until = clock_.Now();
   const double paced = absl::ToDoubleSeconds(paced_until - t0);
   EXPECT_GT(initial_bytes, 2900000u);
