@@ -125,6 +125,9 @@ Emulator::Emulator(EmulatorOptions options)
   so.continue_key_slash = !options_.v1_24;
   so.watch_from_future_rv = !options_.v1_24;
   so.too_large_rv_wait = options_.too_large_rv_wait;
+  so.per_resource_cache_rv = options_.watch_cache;
+  so.consistent_reads_from_cache = options_.watch_cache && !options_.v1_24;
+  so.progress_notify_interval = options_.progress_notify_interval;
   store_ = std::make_unique<ObjectStore>(so);
 }
 

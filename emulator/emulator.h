@@ -65,6 +65,8 @@ struct EmulatorOptions {
   // every list goes to "etcd" and honours `limit` (tests of paging through
   // an initial list turn it off, as --watch-cache=false would).
   bool watch_cache = true;
+  // etcd's --watch-progress-notify-interval (see ObjectStore::Options).
+  absl::Duration progress_notify_interval = absl::Minutes(10);
   // Pacing of list response bodies, in bytes of JSON per second per
   // response (0: as fast as the emulator goes, ~2 GB/s). A real API server
   // encodes a large list at ~75-155 MB/s. Applies to the uncompressed

@@ -154,7 +154,7 @@ class WatchPump {
   const bool legacy_bookmarks_;  // v1.24's shape (creationTimestamp: null)
   const absl::Duration bookmark_interval_;
   const absl::Time end_;
-  const int64_t start_rv_;  // the request's resourceVersion (0: none)
+  const int64_t start_rv_;  // bookmarks must pass it (Watcher: start_rv)
   // A WatchList's pacing until its initial-events-end bookmark is sent;
   // null once it is, and for any other watch or when unpaced.
   std::unique_ptr<Pacer> initial_pacer_;
@@ -219,14 +219,7 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
                  absl::StrCat("too old resource version: ", wr.resource_version,
                               " (", store_->CurrentRv(), ")")));
   }
-  // The RV bookmarks must pass: the request's, or for initial events the
-  // store's now (their snapshot is at least as recent).
-  int64_t start_rv = 0;
   const bool watch_list = wr.send_initial_events;
-  if (wr.send_initial_events ||
-      !absl::SimpleAtoi(wr.resource_version, &start_rv) || start_rv == 0) {
-    start_rv = store_->CurrentRv();
-  }
   if (absl::optional<ApiStatus> late = AwaitWatchListRv(wr)) {
     // As the watch cache does: the stream is open, then an ERROR event.
     return ReplyErrorEvent(res, *late);
@@ -241,6 +234,9 @@ void Emulator::HandleWatch(const Route& route, const httplib::Request& req,
     return ReplyStatus(res, FromStoreError(opened.status(), r, ""));
   }
   std::shared_ptr<Watcher> watcher = *std::move(opened);
+  // The RV bookmarks must pass: the request's, or for initial events the
+  // watch cache's they were taken at.
+  const int64_t start_rv = watcher->request().start_rv;
   // Stop() closes every registered watcher after setting stopping_; one
   // registered just after that is closed here.
   if (stopping_.load()) watcher->Close(Watcher::CloseKind::kGraceful);

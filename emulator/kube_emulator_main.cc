@@ -93,6 +93,11 @@ ABSL_FLAG(bool, watch_cache, true,
           "Like kube-apiserver's --watch-cache: serve resourceVersion=0 "
           "lists whole from memory, ignoring limit. false: every list "
           "honours limit.");
+ABSL_FLAG(absl::Duration, progress_notify_interval, absl::Minutes(10),
+          "Like etcd's --watch-progress-notify-interval (10m by default; "
+          "kubeadm sets 5s): how often each resource's watch cache, whose "
+          "resourceVersion otherwise moves only with its own events and "
+          "consistent reads, hears the store's current one.");
 ABSL_FLAG(bool, demo, false,
           "Seed a demo cluster and change it every --churn_interval.");
 ABSL_FLAG(absl::Duration, churn_interval, absl::Seconds(1),
@@ -215,6 +220,8 @@ absl::StatusOr<emulator::EmulatorOptions> OptionsFromFlags() {
     options.serve_watch_list_bytes_per_sec = *watch_list_rate;
   }
   options.watch_cache = absl::GetFlag(FLAGS_watch_cache);
+  options.progress_notify_interval =
+      absl::GetFlag(FLAGS_progress_notify_interval);
   options.demo = absl::GetFlag(FLAGS_demo);
   options.churn_interval = absl::GetFlag(FLAGS_churn_interval);
   options.bookmark_interval = absl::GetFlag(FLAGS_bookmark_interval);

@@ -94,6 +94,7 @@ absl::optional<StoreEvent> FilterEvent(const ResourceInfo& r,
 ObjectStore::ObjectStore(Options options) : options_(std::move(options)) {
   absl::MutexLock lock(&mu_);
   next_compaction_ = options_.clock->Now() + options_.compaction_interval;
+  next_progress_ = options_.clock->Now() + options_.progress_notify_interval;
 }
 
 ObjectStore::~ObjectStore() { CloseAllWatchers(); }
@@ -103,8 +104,33 @@ ObjectStore::ResourceState& ObjectStore::StateLocked(const ResourceInfo& r) {
   if (slot == nullptr) {
     slot = std::make_unique<ResourceState>();
     slot->history_floor = history_reset_rv_;
+    // The watch cache's first list is at the current revision.
+    slot->cache_rv = rv_;
   }
   return *slot;
+}
+
+int64_t ObjectStore::CacheRvLocked(const ResourceState& st) const {
+  if (!options_.per_resource_cache_rv) return rv_;
+  // A notification due now carries the current revision.
+  const int64_t progressed =
+      options_.clock->Now() >= next_progress_ ? rv_ : progress_rv_;
+  return std::max(st.cache_rv, progressed);
+}
+
+void ObjectStore::NoteProgressLocked(int64_t write_rv) {
+  const absl::Time now = options_.clock->Now();
+  if (now < next_progress_) return;
+  progress_rv_ = write_rv - 1;
+  next_progress_ = now + options_.progress_notify_interval;
+}
+
+void ObjectStore::AwaitCacheLocked(ResourceState& st, int64_t rv,
+                                   bool consistent) {
+  if (!options_.per_resource_cache_rv) return;
+  if (consistent && !options_.consistent_reads_from_cache) return;
+  // Past the store's RV there is nothing to catch up with ("too large").
+  if (rv > CacheRvLocked(st) && rv <= rv_) st.cache_rv = rv_;
 }
 
 const ObjectStore::ResourceState* ObjectStore::FindStateLocked(
@@ -129,6 +155,8 @@ void ObjectStore::CommitLocked(const ResourceInfo& r, ResourceState& st,
   if (type == EventType::kAdded) ++st.live;
   if (type == EventType::kDeleted) --st.live;
   st.history.push_back({type, object, prev});
+  NoteProgressLocked(object->rv);
+  st.cache_rv = object->rv;
   while (st.history.size() > options_.history_length) {
     st.history_floor = st.history.front().object->rv;
     st.history.pop_front();
@@ -296,7 +324,8 @@ absl::StatusOr<StoredObjectPtr> ObjectStore::Get(const ResourceInfo& r,
 }
 
 absl::StatusOr<int64_t> ObjectStore::SnapshotRvLocked(
-    const ListRequest& req, const ListPosition& pos) const {
+    const ResourceState& st, const ListRequest& req,
+    const ListPosition& pos) const {
   if (pos.has_token) {
     if (pos.token_rv >= 0 && pos.token_rv < compacted_rv_) {
       absl::Status expired = absl::OutOfRangeError("continue token expired");
@@ -306,8 +335,10 @@ absl::StatusOr<int64_t> ObjectStore::SnapshotRvLocked(
     }
     return pos.token_rv >= 0 ? pos.token_rv : rv_;
   }
-  bool has_rv = !req.resource_version.empty() && req.resource_version != "0";
-  if (!has_rv) return rv_;
+  // resourceVersion=0: whatever the watch cache has; "": the latest (etcd's,
+  // or the cache's once it caught up with etcd).
+  if (req.resource_version == "0") return CacheRvLocked(st);
+  if (req.resource_version.empty()) return rv_;
   int64_t requested_rv = 0;
   if (!absl::SimpleAtoi(req.resource_version, &requested_rv)) {
     return absl::InvalidArgumentError(InvalidRvMessage(req.resource_version));
@@ -323,7 +354,7 @@ absl::StatusOr<int64_t> ObjectStore::SnapshotRvLocked(
   // served at the current state, not older than the RV.
   const bool exact = req.resource_version_match == "Exact" ||
                      (req.resource_version_match.empty() && req.limit > 0);
-  if (!exact) return rv_;
+  if (!exact) return CacheRvLocked(st);
   if (requested_rv < compacted_rv_) {
     // etcd answered ErrCompacted (the etcd3 store's wording).
     return absl::OutOfRangeError(
@@ -398,7 +429,7 @@ void ObjectStore::ScanLocked(const ResourceInfo& r, const ResourceState& st,
 }
 
 absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
-                                             const ListRequest& req) const {
+                                             const ListRequest& req) {
   ListPosition pos;
   pos.has_token = !req.continue_token.empty();
   if (pos.has_token) {
@@ -417,14 +448,29 @@ absl::StatusOr<ListResult> ObjectStore::List(const ResourceInfo& r,
       options_.too_large_rv_wait > absl::ZeroDuration()) {
     AwaitRv(requested_rv, options_.too_large_rv_wait);
   }
+  {
+    // Catching the watch cache up is a write; the scan needs only a reader.
+    absl::MutexLock lock(&mu_);
+    ResourceState& st = StateLocked(r);
+    if (pos.has_token) {
+      // A continue token's page is read at the token's RV.
+    } else if (req.resource_version.empty()) {
+      AwaitCacheLocked(st, rv_, /*consistent=*/true);
+    } else if (requested_rv > 0) {
+      // An exact read is etcd's unless consistent reads are the cache's
+      // (v1.37 serves it from a snapshot of the cache, once fresh).
+      const bool exact = req.resource_version_match == "Exact" ||
+                         (req.resource_version_match.empty() && limit > 0);
+      AwaitCacheLocked(st, requested_rv, exact);
+    }
+  }
   absl::ReaderMutexLock lock(&mu_);
-  absl::StatusOr<int64_t> snapshot = SnapshotRvLocked(req, pos);
+  const ResourceState& st = *FindStateLocked(r);  // created above
+  absl::StatusOr<int64_t> snapshot = SnapshotRvLocked(st, req, pos);
   if (!snapshot.ok()) return snapshot.status();
   ListResult result;
   result.resource_version = *snapshot;
-  const ResourceState* st = FindStateLocked(r);
-  if (st == nullptr) return result;
-  ScanLocked(r, *st, req, pos, limit, &result);
+  ScanLocked(r, st, req, pos, limit, &result);
   return result;
 }
 
@@ -452,6 +498,19 @@ absl::StatusOr<std::shared_ptr<Watcher>> ObjectStore::Watch(
     }
     if (from > rv_) request.after_rv = from;
   }
+  if (request.send_initial_events) {
+    // A WatchList waits for the cache to be fresh: at the latest RV for
+    // "" (consistent), not older than the request's otherwise.
+    int64_t not_older_than = 0;
+    if (request.resource_version.empty()) {
+      AwaitCacheLocked(st, rv_, /*consistent=*/true);
+    } else if (absl::SimpleAtoi(request.resource_version, &not_older_than)) {
+      AwaitCacheLocked(st, not_older_than, /*consistent=*/false);
+    }
+  }
+  // Initial events are the cache's state at its RV; a replay starts at the
+  // request's RV.
+  request.start_rv = initial ? CacheRvLocked(st) : from;
   auto w = std::make_shared<Watcher>(&r, std::move(request),
                                      options_.watcher_queue_limit);
   if (initial) {
@@ -461,7 +520,9 @@ absl::StatusOr<std::shared_ptr<Watcher>> ObjectStore::Watch(
         w->Push({EventType::kAdded, cur, cur->rv, false});
       }
     }
-    if (end_bookmark) w->Push({EventType::kBookmark, nullptr, rv_, true});
+    if (end_bookmark) {
+      w->Push({EventType::kBookmark, nullptr, CacheRvLocked(st), true});
+    }
   } else {
     for (const HistoryEntry& e : st.history) {
       if (e.object->rv <= from) continue;
@@ -489,9 +550,12 @@ void ObjectStore::StopWatch(const std::shared_ptr<Watcher>& watcher) {
 absl::optional<int64_t> ObjectStore::BookmarkRv(const Watcher& watcher) const {
   absl::ReaderMutexLock lock(&mu_);
   if (watcher.QueueSize() != 0) return absl::nullopt;
+  // The cacher's bookmarks carry the last RV its watch cache processed.
+  const ResourceState* st = FindStateLocked(watcher.resource());
+  const int64_t rv = st != nullptr ? CacheRvLocked(*st) : rv_;
   // A watch from a future RV hears nothing until the store gets there.
-  if (rv_ <= watcher.request().after_rv) return absl::nullopt;
-  return rv_;
+  if (rv <= watcher.request().after_rv) return absl::nullopt;
+  return rv;
 }
 
 bool ObjectStore::AwaitRv(int64_t rv, absl::Duration timeout) const {
@@ -573,6 +637,7 @@ void ObjectStore::Restart() {
     for (auto& [info, st] : states_) {
       st->history.clear();
       st->history_floor = rv_;
+      st->cache_rv = rv_;  // the new cache's first list
     }
   }
   ForEachWatcher(nullptr,

@@ -91,6 +91,24 @@ class ObjectStore {
     // it before DeadlineExceeded (the watch cache waits 3 s). Real time:
     // the wait is on a condition, the store's RV reaching the request's.
     absl::Duration too_large_rv_wait = absl::ZeroDuration();
+    // kube-apiserver's watch cache (--watch-cache, on by default) answers
+    // with its own resourceVersion, one per resource: that of the last
+    // event of the resource, or of etcd's last progress notification to
+    // it. A list at resourceVersion=0, a list not older than an RV, the
+    // bookmarks and the initial-events-end bookmark carry it, not the
+    // store's RV (which every write of every resource moves). Off: every
+    // read is etcd's, at the store's RV.
+    bool per_resource_cache_rv = false;
+    // kube-apiserver >= 1.31 serves consistent lists (resourceVersion "")
+    // and WatchLists from the watch cache: it asks etcd for a progress
+    // notification and waits for it, which brings the resource's cache
+    // RV to the store's. v1.24 reads them from etcd and leaves the cache
+    // as it is.
+    bool consistent_reads_from_cache = false;
+    // etcd's --watch-progress-notify-interval (10 min by default; kubeadm
+    // sets 5 s): this often every watch cache hears etcd's revision, as
+    // if the events of every other resource had reached it.
+    absl::Duration progress_notify_interval = absl::Minutes(10);
   };
 
   explicit ObjectStore(Options options);
@@ -132,7 +150,7 @@ class ObjectStore {
   // or an Exact RV older than the compaction), DeadlineExceeded (RV newer
   // than the store's), InvalidArgument (bad token or RV).
   absl::StatusOr<ListResult> List(const ResourceInfo& r,
-                                  const ListRequest& request) const;
+                                  const ListRequest& request);
 
   // Opens a watch. RV ""/"0" or send_initial_events: ADDED for every current
   // matching object first. Otherwise replays history after the RV;
@@ -203,6 +221,10 @@ class ObjectStore {
     size_t live = 0;
     std::deque<HistoryEntry> history;
     int64_t history_floor = 0;  // events with rv > floor are all in history
+    // The watch cache's resourceVersion (Options::per_resource_cache_rv):
+    // the store's when the cache started (first use, Restart), then each
+    // event's, or the store's again at a progress notification.
+    int64_t cache_rv = 0;
     std::vector<std::shared_ptr<Watcher>> watchers;
   };
 
@@ -224,9 +246,19 @@ class ObjectStore {
                                                rapidjson::Document& doc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The RV a list is served at, or the API server's error for it.
-  absl::StatusOr<int64_t> SnapshotRvLocked(const ListRequest& req,
+  absl::StatusOr<int64_t> SnapshotRvLocked(const ResourceState& st,
+                                           const ListRequest& req,
                                            const ListPosition& pos) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The RV the watch cache of `st` answers with (the store's without one).
+  int64_t CacheRvLocked(const ResourceState& st) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A read that needs the watch cache at `rv` or later: as kube-apiserver
+  // does, it asks etcd for a progress notification, which brings the
+  // cache to the store's RV. `consistent`: a read at "the latest", which
+  // only a server serving consistent reads from its cache does this for.
+  void AwaitCacheLocked(ResourceState& st, int64_t rv, bool consistent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fills `result` (whose resource_version is the snapshot) with one page.
   void ScanLocked(const ResourceInfo& r, const ResourceState& st,
                   const ListRequest& req, const ListPosition& pos,
@@ -236,6 +268,9 @@ class ObjectStore {
                                       absl::string_view prefix, int64_t rv,
                                       absl::string_view start_key);
   void MaybeCompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a progress notification that fell due before a write at
+  // `write_rv` (at the revision before it).
+  void NoteProgressLocked(int64_t write_rv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompactToLocked(int64_t rv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
@@ -245,6 +280,10 @@ class ObjectStore {
   int64_t rv_at_last_tick_ ABSL_GUARDED_BY(mu_) = 0;
   // Watch histories restart here after Compact()/Restart().
   int64_t history_reset_rv_ ABSL_GUARDED_BY(mu_) = 0;
+  // etcd's last progress notification: its revision, and when the next is
+  // due (each cache is at least there once it is).
+  int64_t progress_rv_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_progress_ ABSL_GUARDED_BY(mu_);
   absl::Time next_compaction_ ABSL_GUARDED_BY(mu_);
   int num_watchers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);  // uids, generateName suffixes

@@ -597,6 +597,143 @@ TEST_F(ObjectStoreTest, StalledWatcherKeepsEventsQueued) {
   store_->StopWatch(*w);
 }
 
+// kube-apiserver's watch cache keeps a resourceVersion per resource: a
+// write to another resource moves etcd's revision, not this cache's, until
+// a progress notification brings it there (v1.37 asks etcd for one when a
+// consistent read waits for the cache).
+class WatchCacheRvTest : public ObjectStoreTest {
+ protected:
+  void UseWatchCache(bool consistent_reads_from_cache) {
+    options_.per_resource_cache_rv = true;
+    options_.consistent_reads_from_cache = consistent_reads_from_cache;
+    store_ = std::make_unique<ObjectStore>(options_);
+  }
+  void CreateNode(absl::string_view name) {
+    ASSERT_TRUE(
+        store_
+            ->Create(nodes_, "",
+                     absl::StrCat(R"({"metadata":{"name":")", name, R"("}})"))
+            .ok());
+  }
+  int64_t ListRv(const ResourceInfo& r, absl::string_view rv,
+                 absl::string_view match = "") {
+    ListRequest req;
+    req.resource_version = std::string(rv);
+    req.resource_version_match = std::string(match);
+    absl::StatusOr<ListResult> list = store_->List(r, req);
+    EXPECT_TRUE(list.ok()) << list.status();
+    return list.ok() ? list->resource_version : -1;
+  }
+};
+
+TEST_F(WatchCacheRvTest, ListsAtZeroAndBookmarksCarryTheResourcesOwnRv) {
+  UseWatchCache(true);
+  MustCreate("demo", "a");  // rv 1
+  CreateNode("n");          // rv 2: etcd moves, the ConfigMaps' cache not
+  EXPECT_EQ(ListRv(cm_, "0"), 1);
+  EXPECT_EQ(ListRv(nodes_, "0"), 2);
+  WatchRequest req;
+  req.resource_version = "1";
+  auto w = store_->Watch(cm_, req);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ((*w)->request().start_rv, 1);
+  // Nothing past the watch's start to bookmark: the pump sends none.
+  EXPECT_EQ(store_->BookmarkRv(**w), absl::optional<int64_t>(1));
+  // A consistent list waits for the cache to catch up with etcd.
+  EXPECT_EQ(ListRv(cm_, ""), 2);
+  EXPECT_EQ(ListRv(cm_, "0"), 2);
+  EXPECT_EQ(store_->BookmarkRv(**w), absl::optional<int64_t>(2));
+  store_->StopWatch(*w);
+  // Its own events move it again.
+  MustCreate("demo", "b");  // rv 3
+  CreateNode("m");          // rv 4
+  EXPECT_EQ(ListRv(cm_, "0"), 3);
+}
+
+TEST_F(WatchCacheRvTest, ReadsNotOlderThanALaterRvCatchTheCacheUp) {
+  UseWatchCache(true);
+  MustCreate("demo", "a");  // rv 1
+  CreateNode("n");          // rv 2
+  // Not older than 1: the cache as it is; than 2: after a progress
+  // notification.
+  EXPECT_EQ(ListRv(cm_, "1"), 1);
+  EXPECT_EQ(ListRv(cm_, "1", "NotOlderThan"), 1);
+  EXPECT_EQ(ListRv(cm_, "2", "NotOlderThan"), 2);
+  EXPECT_EQ(ListRv(cm_, "0"), 2);
+}
+
+TEST_F(WatchCacheRvTest, V124ReadsConsistentListsFromEtcd) {
+  UseWatchCache(false);
+  MustCreate("demo", "a");  // rv 1
+  CreateNode("n");          // rv 2
+  EXPECT_EQ(ListRv(cm_, ""), 2);
+  EXPECT_EQ(ListRv(cm_, "0"), 1);
+  // An exact read is etcd's too.
+  ListRequest exact;
+  exact.resource_version = "2";
+  exact.limit = 10;
+  ASSERT_TRUE(store_->List(cm_, exact).ok());
+  EXPECT_EQ(ListRv(cm_, "0"), 1);
+}
+
+TEST_F(WatchCacheRvTest, WatchesStartAtTheCachesRv) {
+  UseWatchCache(true);
+  MustCreate("demo", "a");  // rv 1
+  CreateNode("n");          // rv 2
+  // The legacy initial state (RV 0) is the cache's as it is.
+  WatchRequest legacy;
+  legacy.resource_version = "0";
+  auto w0 = store_->Watch(cm_, legacy);
+  ASSERT_TRUE(w0.ok());
+  EXPECT_EQ((*w0)->request().start_rv, 1);
+  // A consistent WatchList catches the cache up first: its end bookmark
+  // carries etcd's revision.
+  WatchRequest watch_list;
+  watch_list.send_initial_events = true;
+  auto w1 = store_->Watch(cm_, watch_list);
+  ASSERT_TRUE(w1.ok());
+  EXPECT_EQ((*w1)->request().start_rv, 2);
+  std::vector<StoreEvent> events = Drain(**w1);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_TRUE(events[1].initial_events_end);
+  EXPECT_EQ(events[1].rv, 2);
+  store_->StopWatch(*w0);
+  store_->StopWatch(*w1);
+}
+
+TEST_F(WatchCacheRvTest, EtcdsProgressNotificationsMoveEveryCache) {
+  options_.progress_notify_interval = absl::Seconds(5);
+  UseWatchCache(true);
+  MustCreate("demo", "a");  // rv 1
+  CreateNode("n");          // rv 2
+  EXPECT_EQ(ListRv(cm_, "0"), 1);
+  clock_.Advance(absl::Seconds(5));
+  // Due: the ConfigMaps' cache hears etcd's revision.
+  EXPECT_EQ(ListRv(cm_, "0"), 2);
+  CreateNode("m");  // rv 3, after the notification (at rv 2)
+  EXPECT_EQ(ListRv(cm_, "0"), 2);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(ListRv(cm_, "0"), 3);
+}
+
+TEST_F(WatchCacheRvTest, ARestartedCacheStartsAtTheCurrentRv) {
+  UseWatchCache(true);
+  MustCreate("demo", "a");  // rv 1
+  CreateNode("n");          // rv 2
+  store_->Restart();
+  EXPECT_EQ(ListRv(cm_, "0"), 2);
+}
+
+TEST_F(ObjectStoreTest, WithoutAWatchCacheEveryReadIsAtTheStoresRv) {
+  MustCreate("demo", "a");
+  ASSERT_TRUE(store_->Create(nodes_, "", R"({"metadata":{"name":"n"}})").ok());
+  ListRequest req;
+  req.resource_version = "0";
+  absl::StatusOr<ListResult> list = store_->List(cm_, req);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->resource_version, 2);
+}
+
 TEST(ContinueTokenTest, MatchesTheCapturedEncoding) {
   EXPECT_EQ(EncodeContinueToken(158251, std::string("cm-0001\0", 8)),
             "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTU4MjUxLCJzdGFydCI6ImNtLTAwMD"

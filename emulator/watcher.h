@@ -28,6 +28,10 @@ struct WatchRequest {
   // Set by the store for a watch from a future resourceVersion: events and
   // bookmarks at or before it are not sent.
   int64_t after_rv = 0;
+  // Set by the store: the RV the watch starts at, which a bookmark must
+  // pass to be sent (the request's RV, or for initial events the watch
+  // cache's RV they are taken at).
+  int64_t start_rv = 0;
 };
 
 class ObjectStore;

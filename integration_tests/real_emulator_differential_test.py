@@ -540,6 +540,37 @@ class EmulatorAgainstRealServerTest(real_sidecar.ClusterTest):
                                  6 - len(names), server.name)
             self.assertEqual(names, sorted(["marker"] + NAMES), server.name)
 
+    def test_zw_watch_cache_keeps_a_resource_version_per_resource(self):
+        """A list at resourceVersion 0 answers with the watch cache's own
+        resourceVersion: the ConfigMaps' last change, not a later write of
+        another resource; a consistent list catches that cache up (etcd's
+        progress notification), and a list at 0 then answers with it."""
+        # In a namespace of its own, out of the other tests' watches.
+        cms = "/api/v1/namespaces/%s-rv/configmaps" % NS
+        for server in (self.real, self.emu):
+            def create(path, name, server=server):
+                code, _, text = server.request(
+                    "POST", path, {"metadata": {"name": name}})
+                self.assertEqual(code, 201, (server.name, text))
+                return int(json.loads(text)["metadata"]["resourceVersion"])
+
+            create("/api/v1/namespaces", NS + "-rv")
+            changed = create(cms, "rv-check")
+            elsewhere = create("/api/v1/namespaces", NS + "-elsewhere")
+            self.assertGreater(elsewhere, changed, server.name)
+            none = cms + "?fieldSelector=metadata.name%3Dnone"
+
+            def list_rv(query, server=server):
+                code, _, text = server.request("GET", none + query)
+                self.assertEqual(code, 200, (server.name, text))
+                return int(json.loads(text)["metadata"]["resourceVersion"])
+
+            self.assertEqual(list_rv("&resourceVersion=0"), changed,
+                             server.name)
+            self.assertGreaterEqual(list_rv(""), elsewhere, server.name)
+            self.assertGreaterEqual(list_rv("&resourceVersion=0"), elsewhere,
+                                    server.name)
+
     def test_zy_live_event_then_bookmark(self):
         """A watch that hears a live change gets a bookmark (metadata: the
         resourceVersion only) before its end, on both servers."""

@@ -3,11 +3,14 @@ informer_sidecar keeps its cache in --cache_dir, is stopped (SIGTERM, which
 writes the snapshot) and started again.
 
 Inside the server's watch window it loads the snapshot and resumes: the
-API server's audit log shows no list of the state, only the probe of the
-current resourceVersion (a LIST with fieldSelector=metadata.name that
-matches nothing) and a watch from the snapshot's resourceVersion; the cache
-equals the server object by object, with the changes made while it was
-down.
+API server's audit log shows no list of the state, only the probe of its
+watch cache's resourceVersion (a LIST at resourceVersion 0 with
+fieldSelector=metadata.name that matches nothing) and a watch from the
+snapshot's resourceVersion; the cache equals the server object by object,
+with the changes made while it was down. The cluster changed elsewhere
+after them, yet the informer is caught up at the last ConfigMap change the
+watch replays, not a second later at a bookmark: the probe answers with
+the ConfigMaps' watch cache resourceVersion, not etcd's.
 
 After etcd was compacted and the API server restarted (its watch cache
 starts after the compaction), the resumed watch gets 410: the sidecar
@@ -91,15 +94,17 @@ class WarmRestartAgainstRealServerTest(unittest.TestCase):
             cm["data"]["v"] = "changed while down"
             self.cp.api("PUT", self.path("cm-%03d" % i), cm)
         self.cp.api("DELETE", self.path("cm-%03d" % (OBJECTS - 1)))
-        self.cp.api("POST", self.path(), {"metadata": {"name": "new-0"},
-                                          "data": {"v": "new"}})
+        created = self.cp.api("POST", self.path(),
+                              {"metadata": {"name": "new-0"},
+                               "data": {"v": "new"}})
+        return created["metadata"]["resourceVersion"]
 
     def test_restart_inside_the_window_resumes_without_a_list(self):
         cold, full = self.seed_and_run_once()
-        self.change_while_down()
+        last_change = self.change_while_down()
         # The cluster changes elsewhere too (as leases do every few
-        # seconds): the server's resourceVersion is past the last change
-        # of these ConfigMaps, so catching up needs the watch's bookmark.
+        # seconds): etcd's resourceVersion is past the last change of these
+        # ConfigMaps, their watch cache's is not.
         self.cp.create_namespace(NS + "-elsewhere")
         since = self.audit.offset()
         warm = self.start_sidecar()
@@ -117,7 +122,8 @@ class WarmRestartAgainstRealServerTest(unittest.TestCase):
         # A watch is audited at ResponseComplete once it ends: stop first.
         log = self.stop_sidecar()
         self.assertIn("loaded %d objects" % OBJECTS, log)
-        self.assertIn("caught up with the server", log)
+        self.assertIn("caught up with the server at resourceVersion %s\n"
+                      % last_change, log)
         for line in log.splitlines():
             if any(s in line for s in ("loaded", "resuming", "caught up",
                                        "cache synced")):
@@ -128,6 +134,7 @@ class WarmRestartAgainstRealServerTest(unittest.TestCase):
         lists = [r for r in requests if r["verb"] == "list"]
         self.assertEqual(len(lists), 1, requests)
         self.assertIn("fieldSelector=metadata.name", lists[0]["uri"])
+        self.assertIn("resourceVersion=0", lists[0]["uri"])
         self.assertEqual([r for r in requests
                           if "sendInitialEvents=true" in r["uri"]], [],
                          requests)

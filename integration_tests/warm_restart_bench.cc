@@ -317,6 +317,15 @@ void RestartRound(Bench& b, int round, RestartFigures* f) {
       log, R"(bytes\) at resourceVersion \d+ from \S+ in ([\d.]+) ms)"));
   f->read_ms.push_back(FromLog(log, R"(read and decoded ([\d.]+) ms)"));
 
+  // While it is down, 20 ConfigMaps are added, then another resource is
+  // written (as Leases are every few seconds): etcd's resourceVersion is
+  // past the ConfigMaps' last change.
+  for (int i = 0; i < 20; ++i) {
+    HttpPost(
+        b.emu_port, "/api/v1/namespaces/bench/configmaps",
+        absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap",)",
+                     R"("metadata":{"name":"down-)", round, "-", i, R"("}})"));
+  }
   CreateNamespace(b.emu_port, absl::StrCat("elsewhere-", round));
   log = b.Log("warm-busy");
   PortedSidecar busy = b.Start(flags, log, &t);
@@ -414,7 +423,8 @@ int main(int argc, char** argv) {
       "<= 0.5x |\n",
       Median(f.warm_quiet_s), Median(f.warm_quiet_s) / cold);
   std::printf(
-      "| time to SERVING warm, cluster changed elsewhere | %.2f s "
+      "| time to SERVING warm, 20 ConfigMaps added, then another resource "
+      "written | %.2f s "
       "(%.2fx) | <= 0.5x |\n",
       Median(f.warm_busy_s), Median(f.warm_busy_s) / cold);
   std::printf(

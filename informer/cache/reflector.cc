@@ -152,26 +152,19 @@ Reflector::State Reflector::DoResume() {
   }
   // Pending: the consumer applies it once the state is in place.
   if (!pending) ApplyResumedState();
-  ListOptions probe;
-  // A consistent read (RV "") of no object: the server's current RV for
-  // a few hundred bytes. Unpaged, so nothing is prefetched.
-  probe.field_selector = "metadata.name=informer-sidecar.resume-probe";
-  absl::StatusOr<ObjectList> current = lw_->List(probe);
-  if (!current.ok()) {
-    ReportError(current.status());
+  absl::StatusOr<std::string> now = ProbeResumeTarget(from);
+  if (!now.ok()) {
+    ReportError(now.status());
     return BackOff() ? State::kResume : State::kStopped;
   }
-  const std::string now_rv = std::move(current->resource_version);
+  const std::string& now_rv = *now;
   {
     absl::MutexLock lock(&mu_);
     last_sync_rv_ = from;
     listed_rv_ = from;
     listed_once_ = true;
-    if (!ResourceVersionAtLeast(now_rv, from)) {
+    if (now_rv.empty()) {
       // Nothing of the resumed state can be trusted to be the server's.
-      LOG(WARNING) << options_.name << ": the server is at resourceVersion "
-                   << now_rv << ", before the resumed " << from
-                   << ": relisting";
       last_rv_unavailable_ = true;
       return State::kList;
     }
@@ -179,10 +172,49 @@ Reflector::State Reflector::DoResume() {
     resume_watch_next_ = now_rv != from;
   }
   LOG(INFO) << options_.name << ": resuming from resourceVersion " << from
-            << "; the server is at " << now_rv
+            << "; the server's watch cache is at " << now_rv
             << (pending ? " (the state is still loading)" : "");
   if (!pending) NoteCaughtUp(from);
   return State::kWatch;
+}
+
+absl::StatusOr<std::string> Reflector::ProbeResumeTarget(
+    const std::string& from) {
+  // A list of no object (metadata.name of none: a few hundred bytes, never
+  // paged) at resourceVersion 0, which the API server answers from its
+  // watch cache with the cache's own resourceVersion: that of the last
+  // change of this resource it has seen (or of etcd's last progress
+  // notification to it), not etcd's revision, which every write of every
+  // resource (a Lease every few seconds) moves. Catching up to it is
+  // catching up to everything the server knows of this resource, as fresh
+  // as the list at resourceVersion 0 a cold start makes, and the watch's
+  // own events reach it; etcd's revision would mostly be reached only by
+  // a bookmark, which kube-apiserver sends no sooner than a second after
+  // the watch opens.
+  ListOptions probe;
+  probe.resource_version = "0";
+  probe.field_selector = "metadata.name=informer-sidecar.resume-probe";
+  absl::StatusOr<ObjectList> cached = lw_->List(probe);
+  if (!cached.ok()) return cached.status();
+  if (ResourceVersionAtLeast(cached->resource_version, from)) {
+    return std::move(cached->resource_version);
+  }
+  // The cache is behind the resumed state: another API server's that lags
+  // (the snapshot was taken through a different one), or etcd restored
+  // from a backup. A consistent read tells them apart.
+  ListOptions consistent = probe;
+  consistent.resource_version.clear();
+  absl::StatusOr<ObjectList> current = lw_->List(consistent);
+  if (!current.ok()) return current.status();
+  if (!ResourceVersionAtLeast(current->resource_version, from)) {
+    LOG(WARNING) << options_.name << ": the server is at resourceVersion "
+                 << current->resource_version << ", before the resumed " << from
+                 << ": relisting";
+    return std::string();
+  }
+  // The state is newer than what that server's cache holds: nothing to
+  // catch up with.
+  return from;
 }
 
 void Reflector::NoteCaughtUp(const std::string& rv) {

@@ -128,20 +128,24 @@ class Reflector {
     std::function<std::unique_ptr<ListStage>()> begin_list_stage;
     // Resume instead of listing: the consumer already holds the state at
     // this resourceVersion (an informer's cache loaded from a snapshot).
-    // The first round reads the server's current resourceVersion R with a
-    // consistent LIST that matches no object (metadata.name of none: a few
-    // hundred bytes, never paged), then watches from this one: the events
-    // since it are applied as any watch's. on_caught_up(R) is called once
-    // an event or bookmark at or past R has been handed to the FIFO (at
-    // once when R is this resourceVersion): the consumer is then as
-    // current as a list would have made it. The first watch lasts
-    // resume_watch_timeout: the API server's watch cache bookmarks a watch
-    // 2 s before its end (otherwise only once a minute), so a watch that
-    // gets no event of its own still hears of R within about a second.
-    // 410 on that watch: a relist (through begin_list_stage, which for a
-    // populated cache is a ListReconciler: only changes become deltas).
-    // An R older than this resourceVersion (the server's etcd restored from
-    // a backup): a relist with a consistent read.
+    // The first round reads the resourceVersion R of the API server's
+    // watch cache for this resource with a LIST at resourceVersion 0 that
+    // matches no object (metadata.name of none: a few hundred bytes, never
+    // paged), then watches from this one: the events since it are applied
+    // as any watch's. on_caught_up(R) is called once an event or bookmark
+    // at or past R has been handed to the FIFO (at once when R is this
+    // resourceVersion): the consumer is then as current as a list at
+    // resourceVersion 0 would have made it. R is the RV of the last change
+    // of this resource the server has seen, so the watch's own last event
+    // reaches it; only when etcd's progress notification moved the cache
+    // past it does a bookmark: the first watch lasts resume_watch_timeout,
+    // as the API server's watch cache bookmarks a watch 2 s before its end
+    // (otherwise only once a minute). 410 on that watch: a relist (through
+    // begin_list_stage, which for a populated cache is a ListReconciler:
+    // only changes become deltas). An R older than this resourceVersion is
+    // checked with a consistent read: older too (the server's etcd restored
+    // from a backup), a relist with a consistent read; otherwise (a lagging
+    // API server's cache) the consumer is caught up at once.
     std::string resume_resource_version;
     std::function<void(const std::string& caught_up_rv)> on_caught_up;
     absl::Duration resume_watch_timeout = absl::Seconds(3);
@@ -230,6 +234,9 @@ class Reflector {
   // Reads the server's current RV, then kWatch from the resumed one (see
   // Options::resume_resource_version).
   State DoResume();
+  // The RV a resume catches up to (see Options::resume_resource_version);
+  // empty when the server is before `from` (logged): relist.
+  absl::StatusOr<std::string> ProbeResumeTarget(const std::string& from);
   // Calls on_caught_up once `rv` reached the RV the resume waits for.
   void NoteCaughtUp(const std::string& rv);
   // Before anything reaches the FIFO: waits for ResumeStateReady while

@@ -172,6 +172,72 @@ TEST_F(SharedInformerResumeTest, NothingChangedIsSyncedAtOnce) {
   EXPECT_EQ(informer.GetReflectorCounters().lists, 0);
 }
 
+TEST_F(SharedInformerResumeTest,
+       TheWatchsOwnEventsCatchUpWhenWritesWentElsewhere) {
+  ASSERT_NO_FATAL_FAILURE(Change());
+  const std::string last_change = source_.CurrentResourceVersion();
+  // Other resources were written since (a Lease every few seconds): etcd's
+  // resourceVersion is past this resource's last change, the watch cache's
+  // is not. No bookmark is sent: the replayed events alone catch up.
+  source_.WriteElsewhere();
+  source_.WriteElsewhere();
+  SharedIndexInformer informer(&source_, Options());
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(source_));
+  EXPECT_EQ(informer.LastAppliedResourceVersion(), last_change);
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 0);
+}
+
+TEST_F(SharedInformerResumeTest, ABookmarkCatchesUpACacheMovedPastTheEvents) {
+  ASSERT_NO_FATAL_FAILURE(Change());
+  source_.WriteElsewhere();
+  // A consistent read (another client's) moved the watch cache to etcd's
+  // resourceVersion: no event reaches it, a bookmark does.
+  ListOptions consistent;
+  consistent.field_selector = "metadata.name=none";
+  ASSERT_TRUE(source_.List(consistent).ok());
+  SharedIndexInformer informer(&source_, Options());
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  source_.WaitForWatches(1);
+  EXPECT_FALSE(informer.HasSynced());
+  source_.SendBookmark();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_EQ(informer.LastAppliedResourceVersion(),
+            source_.CurrentResourceVersion());
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(source_));
+}
+
+TEST_F(SharedInformerResumeTest, ALaggingWatchCacheIsCaughtUpAtOnce) {
+  // Another API server's cache, behind the one the snapshot came through:
+  // a consistent read shows etcd has the state; nothing to catch up with.
+  source_.LagWatchCache(2);
+  const int64_t lists_before = source_.list_calls();
+  SharedIndexInformer informer(&source_, Options());
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_TRUE(informer.Resumed());
+  EXPECT_EQ(source_.list_calls() - lists_before, 2);  // the two probes
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 0);
+}
+
+TEST_F(SharedInformerResumeTest, AServerBeforeTheStateIsRelisted) {
+  // etcd restored from a backup: the server is before the saved state,
+  // which cannot be trusted to be its; a cold list replaces it.
+  FakeSource restored;
+  ASSERT_TRUE(restored.Add("ns", "a", {{"v", "1"}}).ok());
+  SharedIndexInformer informer(&restored, Options());
+  ASSERT_TRUE(informer.SetInitialState(saved_, saved_rv_).ok());
+  ASSERT_TRUE(informer.Start().ok());
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_FALSE(informer.Resumed());
+  EXPECT_EQ(Versions(informer.GetIndexer().List()), Versions(restored));
+  EXPECT_EQ(informer.GetReflectorCounters().lists, 1);
+}
+
 TEST_F(SharedInformerResumeTest, ExpiredStateRelistsAsADiff) {
   ASSERT_NO_FATAL_FAILURE(Change());
   // The server no longer has the saved resourceVersion: 410.

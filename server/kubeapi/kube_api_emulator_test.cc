@@ -61,14 +61,16 @@ int64_t RvIn(const std::string& text, size_t from = 0) {
 
 class KubeApiEmulatorTest : public ::testing::Test {
  protected:
-  // Starts the emulator (bookmarks every 100 ms, as the API server sends
-  // them every minute), informers for `resources` and the facade.
+  // Starts the emulator (bookmarks and etcd's progress notifications every
+  // 100 ms, where the API server bookmarks every minute and etcd notifies
+  // every 10), informers for `resources` and the facade.
   void StartAll(KubeApiServer::Options o,
                 std::vector<std::string> resources = {"configmaps"},
                 bool lazy = false) {
     emulator::EmulatorOptions eo;
     eo.v1_24 = true;
     eo.bookmark_interval = absl::Milliseconds(100);
+    eo.progress_notify_interval = absl::Milliseconds(100);
     emulator_ = std::make_unique<emulator::EmulatorWithFaults>(eo);
     ASSERT_TRUE(emulator_->Start().ok());
     informer::client::RestConfig rest;
@@ -173,7 +175,7 @@ TEST_F(KubeApiEmulatorTest, UpstreamBookmarksMoveTheFacadesResourceVersion) {
   ASSERT_TRUE(emulator_->store().AwaitWatchers(
       &emulator_->Resource("configmaps"), 1, absl::Seconds(60)));
   const int64_t cm_rv = Create("configmaps", "a", ConfigMapJson("a", "cm1"));
-  // Pods change; the configmaps informer hears only bookmarks at their RV.
+  // Pods change; the configmaps informer hears only bookmarks of them.
   Create("pods", "a", PodJson("a", "p0"));
   auto watch = RawHttpClient::Connect(server_->port());
   ASSERT_TRUE(watch.ok());
@@ -185,6 +187,9 @@ TEST_F(KubeApiEmulatorTest, UpstreamBookmarksMoveTheFacadesResourceVersion) {
                   .ok());
   ASSERT_EQ(watch->ReadHead()->code, 200);
   const int64_t target = Create("pods", "a", PodJson("a", "p1"));
+  // The upstream's ConfigMap watch cache is at cm1's version until etcd's
+  // progress notification (every 100 ms here) moves it to the pods': its
+  // bookmarks carry that from then on.
   SimpleResponse r = Get(absl::StrCat(
       "/api/v1/configmaps?resourceVersionMatch=NotOlderThan&resourceVersion=",
       target));

@@ -107,6 +107,7 @@ absl::StatusOr<ObjectPtr> FakeSource::MutateLocked(
     return absl::NotFoundError(absl::StrCat(key, " not found"));
   }
   const int64_t rv = ++rv_;
+  cache_rv_ = rv;
   ObjectPtr obj;
   if (type == WatchEventType::kDeleted) {
     // The API server reports a delete with the object's final state at a new
@@ -213,8 +214,18 @@ void FakeSource::SendBookmark() {
   absl::MutexLock lock(&mu_);
   WatchEvent event;
   event.type = WatchEventType::kBookmark;
-  event.resource_version = absl::StrCat(rv_);
+  event.resource_version = absl::StrCat(cache_rv_);
   BroadcastLocked(event);
+}
+
+void FakeSource::WriteElsewhere() {
+  absl::MutexLock lock(&mu_);
+  ++rv_;
+}
+
+void FakeSource::LagWatchCache(int64_t rv) {
+  absl::MutexLock lock(&mu_);
+  cache_rv_ = rv;
 }
 
 int64_t FakeSource::list_calls() const {
@@ -273,6 +284,12 @@ absl::StatusOr<ObjectList> FakeSource::List(const ListOptions& options) {
   }
   ObjectList out;
   out.resource_version = absl::StrCat(rv_);
+  if (options.continue_token.empty() && options.resource_version == "0") {
+    out.resource_version = absl::StrCat(cache_rv_);
+  } else if (options.continue_token.empty() &&
+             options.resource_version.empty()) {
+    cache_rv_ = rv_;  // a consistent read: the cache catches up first
+  }
   auto it = objects_.begin();
   if (!options.continue_token.empty()) {
     // "<rv>/<last key>": pages continue from the current state after that

@@ -66,8 +66,17 @@ class FakeSource final : public ListerWatcher {
   // WatchList (sendInitialEvents) support: off by default, answering 422
   // like a v1.24 API server.
   void SetWatchListSupported(bool supported);
-  // Sends a BOOKMARK at the current resourceVersion to every watcher.
+  // Sends a BOOKMARK at the watch cache's resourceVersion to every watcher.
   void SendBookmark();
+  // The API server's watch cache keeps a resourceVersion of its own per
+  // resource: its last event's, or etcd's after a consistent read made it
+  // catch up. Lists at resourceVersion "0" answer with it, consistent ones
+  // ("") with etcd's (the current one), and move the cache there.
+  // WriteElsewhere moves etcd's resourceVersion without an event of this
+  // resource (another resource's write); LagWatchCache sets the cache's
+  // (another API server's cache that lags) until the next event.
+  void WriteElsewhere();
+  void LagWatchCache(int64_t rv);
 
   int64_t list_calls() const;
   int64_t watch_calls() const;
@@ -102,6 +111,7 @@ class FakeSource final : public ListerWatcher {
   const size_t history_limit_;
   mutable absl::Mutex mu_;
   int64_t rv_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t cache_rv_ ABSL_GUARDED_BY(mu_) = 1;  // see WriteElsewhere
   int64_t uid_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Oldest resourceVersion a watch may start from.
   int64_t history_floor_ ABSL_GUARDED_BY(mu_) = 1;

@@ -19,6 +19,22 @@ TEST(FakeSourceTest, MutationsBumpOneResourceVersion) {
   EXPECT_FALSE(s.Delete("ns", "zz").ok());
 }
 
+TEST(FakeSourceTest, TheWatchCacheKeepsAResourceVersionOfItsOwn) {
+  FakeSource s;
+  ASSERT_TRUE(s.Add("ns", "a").ok());
+  const std::string changed = s.CurrentResourceVersion();
+  s.WriteElsewhere();
+  ListOptions cached;
+  cached.resource_version = "0";
+  EXPECT_EQ(s.List(cached)->resource_version, changed);
+  // A consistent read answers with etcd's and moves the cache there.
+  EXPECT_EQ(s.List(ListOptions())->resource_version,
+            s.CurrentResourceVersion());
+  EXPECT_EQ(s.List(cached)->resource_version, s.CurrentResourceVersion());
+  s.LagWatchCache(1);
+  EXPECT_EQ(s.List(cached)->resource_version, "1");
+}
+
 TEST(FakeSourceTest, ListPagesWithContinueAndExpiredTokenIs410) {
   FakeSource s(/*history_limit=*/2);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.Add("ns", std::to_string(i)).ok());
