@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "glog/logging.h"
 
 namespace informer {
@@ -395,8 +396,28 @@ absl::optional<absl::Status> DeltaFIFO::PopHeadLocked(
   return status;
 }
 
+namespace {
+
+// a < b as numbers (resourceVersions are etcd revisions); false when either
+// is not a number.
+bool RvBefore(absl::string_view a, absl::string_view b) {
+  uint64_t x = 0;
+  uint64_t y = 0;
+  return absl::SimpleAtoi(a, &x) && absl::SimpleAtoi(b, &y) && x < y;
+}
+
+}  // namespace
+
 void DeltaFIFO::NoteResourceVersion(absl::string_view resource_version) {
   absl::MutexLock lock(&mu_);
+  {
+    // The server went back (etcd restored from a backup): the store is at
+    // no resourceVersion of the server's line until what brings it there
+    // (the relist queued before this note) has been processed. Keeping the
+    // later one would let a reader take the old state for the new one.
+    absl::MutexLock applied_lock(&applied_mu_);
+    if (RvBefore(resource_version, applied_rv_)) applied_rv_.clear();
+  }
   noted_rv_ = std::string(resource_version);
   // Pop processes under the lock: an empty queue means every delta queued
   // so far has been processed.

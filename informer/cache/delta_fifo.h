@@ -286,7 +286,8 @@ class DeltaFIFO {
   // store up to `resource_version` (the reflector calls it after every
   // event, bookmark and Replace it handed over). The RV becomes the
   // AppliedResourceVersion() once every delta queued before this call has
-  // been processed by Pop (at once when nothing is queued).
+  // been processed by Pop (at once when nothing is queued). A note before
+  // the applied one (the server went back in time) clears that at once.
   void NoteResourceVersion(absl::string_view resource_version)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The newest noted resourceVersion whose deltas have all been popped and

@@ -665,6 +665,24 @@ TEST(DeltaFIFOTest, AppliedResourceVersionFollowsProcessingNotReceipt) {
   EXPECT_EQ(fifo.AppliedResourceVersion(), "8");
 }
 
+// The server went back (etcd restored from a backup): until the relist
+// that brings the store to the server's line has been processed, the store
+// is at no resourceVersion of it, not at the later one it had.
+TEST(DeltaFIFOTest, AResourceVersionNotedBeforeTheAppliedOneClearsIt) {
+  DeltaFIFO fifo{DeltaFIFO::Options{}};
+  ASSERT_TRUE(fifo.Replace({Obj("a", "3")}, "9").ok());
+  fifo.NoteResourceVersion("9");
+  ASSERT_TRUE(
+      fifo.Pop([](const Deltas&, bool) { return absl::OkStatus(); }).ok());
+  ASSERT_EQ(fifo.AppliedResourceVersion(), "9");
+  ASSERT_TRUE(fifo.Replace({Obj("a", "2")}, "2").ok());
+  fifo.NoteResourceVersion("2");
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "");
+  ASSERT_TRUE(
+      fifo.Pop([](const Deltas&, bool) { return absl::OkStatus(); }).ok());
+  EXPECT_EQ(fifo.AppliedResourceVersion(), "2");
+}
+
 // What a FIFO's process_when_idle was handed, in order.
 struct IdleProcessed {
   std::vector<std::vector<std::string>> deltas;
