@@ -545,7 +545,10 @@ class EmulatorAgainstRealServerTest(real_sidecar.ClusterTest):
         resourceVersion: the ConfigMaps' last change, not a later write of
         another resource; a consistent list catches that cache up (etcd's
         progress notification), and a list at 0 then answers with it."""
-        # In a namespace of its own, out of the other tests' watches.
+        # In a namespace of its own, out of the other tests' watches. Exact
+        # RVs hold on this control plane: no kube-controller-manager (whose
+        # root-CA publisher would add a ConfigMap to each new Namespace),
+        # and etcd's progress notifications every 10 min (the default).
         cms = "/api/v1/namespaces/%s-rv/configmaps" % NS
         for server in (self.real, self.emu):
             def create(path, name, server=server):

@@ -104,7 +104,10 @@ class WarmRestartAgainstRealServerTest(unittest.TestCase):
         last_change = self.change_while_down()
         # The cluster changes elsewhere too (as leases do every few
         # seconds): etcd's resourceVersion is past the last change of these
-        # ConfigMaps, their watch cache's is not.
+        # ConfigMaps, their watch cache's is not. (Exact here: this control
+        # plane runs no kube-controller-manager, whose root-CA publisher
+        # writes a ConfigMap into every new Namespace, and its etcd sends
+        # progress notifications every 10 min, the default.)
         self.cp.create_namespace(NS + "-elsewhere")
         since = self.audit.offset()
         warm = self.start_sidecar()

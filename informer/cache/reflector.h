@@ -137,8 +137,10 @@ class Reflector {
     // resourceVersion): the consumer is then as current as a list at
     // resourceVersion 0 would have made it. R is the RV of the last change
     // of this resource the server has seen, so the watch's own last event
-    // reaches it; only when etcd's progress notification moved the cache
-    // past it does a bookmark: the first watch lasts resume_watch_timeout,
+    // reaches it; a bookmark does when that change was outside the watch's
+    // namespace or selectors, or a consistent read or etcd's progress
+    // notification moved the cache past it: the first watch lasts
+    // resume_watch_timeout,
     // as the API server's watch cache bookmarks a watch 2 s before its end
     // (otherwise only once a minute). 410 on that watch: a relist (through
     // begin_list_stage, which for a populated cache is a ListReconciler:

@@ -286,9 +286,10 @@ absl::StatusOr<ObjectList> FakeSource::List(const ListOptions& options) {
   out.resource_version = absl::StrCat(rv_);
   if (options.continue_token.empty() && options.resource_version == "0") {
     out.resource_version = absl::StrCat(cache_rv_);
-  } else if (options.continue_token.empty() &&
-             options.resource_version.empty()) {
-    cache_rv_ = rv_;  // a consistent read: the cache catches up first
+  } else if (options.continue_token.empty()) {
+    // A consistent read, or one not older than an RV: the cache catches up
+    // first (no client is ever told an RV its cache has not reached).
+    cache_rv_ = rv_;
   }
   auto it = objects_.begin();
   if (!options.continue_token.empty()) {

@@ -70,8 +70,9 @@ class FakeSource final : public ListerWatcher {
   void SendBookmark();
   // The API server's watch cache keeps a resourceVersion of its own per
   // resource: its last event's, or etcd's after a consistent read made it
-  // catch up. Lists at resourceVersion "0" answer with it, consistent ones
-  // ("") with etcd's (the current one), and move the cache there.
+  // catch up. Lists at resourceVersion "0" answer with it, the others
+  // (consistent, or at an RV) with etcd's (the current one), and move the
+  // cache there.
   // WriteElsewhere moves etcd's resourceVersion without an event of this
   // resource (another resource's write); LagWatchCache sets the cache's
   // (another API server's cache that lags) until the next event.
