@@ -1,11 +1,18 @@
 #include "server/registry/snapshot_keeper.h"
 
 #include <glog/logging.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "informer/persist/snapshot_error.h"
 #include "informer/persist/snapshot_reader.h"
 #include "informer/persist/snapshot_writer.h"
@@ -159,12 +166,39 @@ void SnapshotKeeper::LoadOne(Slot* slot) {
 }
 
 void SnapshotKeeper::Start() {
-  absl::MutexLock lock(&mu_);
-  if (options_.interval <= absl::ZeroDuration() || thread_.joinable() ||
-      stopping_) {
-    return;
+  // Start returns once the thread runs at its priority (GetStats says it).
+  auto started = std::make_shared<absl::Notification>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (options_.interval <= absl::ZeroDuration() || thread_.joinable() ||
+        stopping_) {
+      return;
+    }
+    thread_ = std::thread([this, started] {
+      LowerWriterPriority();
+      started->Notify();
+      Loop();
+    });
   }
-  thread_ = std::thread([this] { Loop(); });
+  started->WaitForNotification();
+}
+
+void SnapshotKeeper::LowerWriterPriority() {
+  const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int current = getpriority(PRIO_PROCESS, tid);
+  int now = current;
+  if (errno == 0 && options_.writer_nice > 0) {
+    const int wanted = std::min(19, current + options_.writer_nice);
+    if (setpriority(PRIO_PROCESS, tid, wanted) == 0) {
+      now = wanted;
+    } else {
+      LOG(WARNING) << "snapshots: the periodic writes keep the process's "
+                   << "priority (setpriority: " << std::strerror(errno) << ")";
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  stats_.writer_nice = now;
 }
 
 void SnapshotKeeper::Loop() {

@@ -70,6 +70,11 @@ class SnapshotKeeper {
     // loading thread reads and verifies the file; 0: all on the loading
     // thread (see informer::SnapshotReadOptions::decode_threads).
     int decode_threads = 0;
+    // Added to the nice value of the thread of the periodic writes (Linux
+    // keeps one per thread; at most 19), so that on a busy node event
+    // processing preempts a write rather than waiting behind it; an idle
+    // core still runs it at full speed. 0: the process's.
+    int writer_nice = 10;
   };
 
   // What a write stores when a Target's `capture` supplies it: objects
@@ -118,6 +123,8 @@ class SnapshotKeeper {
     int64_t loaded = 0;
     // Snapshots present but unusable (cold starts).
     int64_t rejected = 0;
+    // The nice value the periodic writes run at (once Start returned).
+    int writer_nice = 0;
   };
 
   // FailedPrecondition naming the directory when another process holds
@@ -183,6 +190,8 @@ class SnapshotKeeper {
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+  // On the writer thread: Options::writer_nice, recorded in stats_.
+  void LowerWriterPriority() ABSL_LOCKS_EXCLUDED(mu_);
 };
 
 }  // namespace server

@@ -1,6 +1,9 @@
 #include "server/registry/snapshot_keeper.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <memory>
 #include <optional>
 #include <set>
@@ -133,6 +136,23 @@ class SnapshotKeeperTest : public ::testing::Test {
   std::vector<informer::ObjectPtr> objects_;
   std::unique_ptr<informer::SharedIndexInformer> informer_;
 };
+
+TEST_F(SnapshotKeeperTest, PeriodicWritesRunAtALowerPriority) {
+  errno = 0;
+  const int process_nice = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  SnapshotKeeper::Options o;
+  o.dir = dir_;
+  o.interval = absl::Hours(1);
+  absl::StatusOr<std::unique_ptr<SnapshotKeeper>> keeper =
+      SnapshotKeeper::Create(std::move(o));
+  ASSERT_TRUE(keeper.ok()) << keeper.status();
+  (*keeper)->Start();
+  EXPECT_EQ((*keeper)->GetStats().writer_nice, std::min(19, process_nice + 10));
+  // The calling thread keeps its own.
+  EXPECT_EQ(getpriority(PRIO_PROCESS, 0), process_nice);
+  (*keeper)->Stop();
+}
 
 TEST_F(SnapshotKeeperTest, LoadCompressesWithTheTargetsCompressor) {
   LoadThrough(/*decode_threads=*/0);
